@@ -44,7 +44,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     else {
         return Err("not granted".into());
     };
-    // The lease says nothing of an administrator's forced release: watch the hold too.
+    // The lease says nothing of an administrator's forced release: watch the hold too,
+    // and ask both before each write (here one write, as soon as the lock is held).
     let hold = session.watch_hold(lock, fence, Duration::from_millis(ttl_ms / 4));
     if guard.may_act() && hold.ended_now().is_none() {
         // The resource checks the token (a FenceGate, or fencelock-fence in SQL).

@@ -972,7 +972,7 @@ mod tests {
     /// lock's prefix; a labelled open is an open; a semaphore's permits and a session's
     /// hold of a lock are reads.
     #[test]
-    fn watches_need_the_lock_role_on_the_prefix_and_permits_the_read_role() {
+    fn watches_need_the_lock_role_on_the_prefix_and_permits_and_holds_the_read_role() {
         let h = token_hash("ci");
         let t = Tokens::parse(&format!("lock jobs/ {h}\nread * {}\n", token_hash("v"))).unwrap();
         let watch = |l: &str| Request::Watch {

@@ -1333,7 +1333,7 @@ impl Client {
                 if bytes.len() as u64 == page.total {
                     crate::state_machine::check_backup(&bytes).map_err(|e| {
                         ClientError::Unavailable(format!(
-                            "node {} sent a bad backup: {e}",
+                            "node {} sent a backup that fails this build's check: {e}",
                             page.node
                         ))
                     })?;

@@ -447,7 +447,7 @@ pub struct ListedSession {
     pub info: SessionInfo,
     /// Who opened it: a token's principal, [`Principal::Anyone`] on a node without tokens,
     /// or [`Principal::Unrecorded`] for an open whose entry an earlier build wrote
-    /// (`Open`, `OpenLabeled`, and `OpenAs`, whose opener counts for the quota only).
+    /// (`Open`, `OpenLabeled`, and `OpenAs`, whose opener scopes its open key only).
     pub owner: Principal,
 }
 

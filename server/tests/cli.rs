@@ -725,12 +725,12 @@ fn sessions_lists_each_owner_and_force_close_owner_closes_them_all() {
 
 /// An administrator's release whose push never reaches the holder (lost on the way, as
 /// with a dropped connection or a leader that died before sending it) still ends the
-/// lease: `lock` reads the lock's holders every ttl/4, finds its hold gone, stops the
+/// lease: `lock` reads its hold of the lock every ttl/4, finds it gone, stops the
 /// command and exits 3; `elect` stops leading and exits 3. (The CLI talks to the node through a proxy that drops the node's
 /// frames to it while the release is applied: the push is lost whole, and the
 /// connection stays in step.)
 #[test]
-fn a_release_whose_push_was_lost_is_found_by_reading_the_holders() {
+fn a_release_whose_push_was_lost_is_found_by_reading_the_hold() {
     let _s = serial();
     let n = Node::start("lostpush");
     let rt = tokio::runtime::Builder::new_multi_thread()

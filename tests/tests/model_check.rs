@@ -108,8 +108,8 @@ const SEMAPHORE_DELAYED: &str = "a semaphore's waiter was kept back by lock-dela
 const KEPT_ALIVE: &str = "a keep-alive moved a deadline";
 /// A repeated numbered keep-alive was answered from its record.
 const KEEP_ALIVE_REPEATED: &str = "a numbered keep-alive was repeated";
-/// A lazy host's repeat carried an advance that changed the service (an expiry, a timed
-/// wait ended, a grant), checked to change nothing more.
+/// A lazy host's repeat carried an advance in which something fell due (an expiry, a timed
+/// wait ended, a grant: an event, not the clock alone), checked to change nothing more.
 const LAZY_REPEAT_ADVANCED: &str = "a lazy host's repeat carried an advance";
 /// A lock was granted in shared mode (a reply or a `Granted` event).
 const SHARED_GRANTED: &str = "a lock was granted in shared mode";
@@ -1164,9 +1164,10 @@ impl Model for LockModel {
                 // all it changes.
                 let before = if self.lazy_host {
                     let mut advanced = self.service(&st.svc);
-                    advanced.tick(now, &mut Vec::new()).ok()?;
+                    let mut fell_due = Vec::new();
+                    advanced.tick(now, &mut fell_due).ok()?;
                     let advanced = advanced.snapshot_vec();
-                    if advanced != st.svc {
+                    if !fell_due.is_empty() {
                         self.reached
                             .0
                             .lock()

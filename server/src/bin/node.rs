@@ -565,8 +565,10 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
             for addr in &from {
                 match fetch_backup(addr, max_bytes).await {
                     Ok((200, bytes)) => {
-                        let index = fencelock_server::state_machine::check_backup(&bytes)
-                            .map_err(|e| format!("{addr} sent a bad backup: {e}"))?;
+                        let index =
+                            fencelock_server::state_machine::check_backup(&bytes).map_err(|e| {
+                                format!("{addr} sent a backup that fails this build's check: {e}")
+                            })?;
                         // A backup holds every session's credential: 0600, through
                         // FILE.tmp (the whole name plus `.tmp`).
                         fencelock_server::disk::write_file_synced(&file, &bytes)
