@@ -109,8 +109,11 @@ scripts/build-wasm.sh
 # counting 2^32 - 1 records no longer brings all the bytes after it into the module.
 # +22 B raw (gzip within its ceiling): a `request_reused` error carries the number it
 # names as `.request`, as `stale_request` does.
-WASM_MAX_RAW=${WASM_MAX_RAW:-182415}
-WASM_MAX_GZIP=${WASM_MAX_GZIP:-73495}
+# +2 B raw, +60 gzipped (the gzip ceiling keeps its margin of 39): the claim lookup of the
+# inputs became one function shared with the core's new `hold` read (not in this module),
+# inlined into its one caller here as before; the module's code moved by those bytes.
+WASM_MAX_RAW=${WASM_MAX_RAW:-182417}
+WASM_MAX_GZIP=${WASM_MAX_GZIP:-73555}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.
 budget() {
   local raw gz
