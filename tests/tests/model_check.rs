@@ -1943,50 +1943,34 @@ fn numbered_retries_apply_nothing() {
 /// lazy one.
 #[test]
 fn a_retry_applied_twice_is_found() {
-    let m = LockModel {
-        max_time: 3,
-        numbered: true,
-        timed: Some(1),
-        retry_applies: true,
-        ..base(true)
-    };
-    let actions = fault_found(
-        &m,
-        "a repeat applies nothing and answers as recorded",
-        "retry-applied-afresh",
-    );
-    assert!(
-        matches!(actions.last(), Some(Action::Retry(_))),
-        "{actions:?}"
-    );
-    // The same path with the retry answered from its record breaks nothing.
-    let good = LockModel {
-        retry_applies: false,
-        ..m.clone()
-    };
-    let st = replay(&good, actions);
-    assert_eq!(st.retry_broken, None);
-    // Under a lazy host, whose repeat is not ticked first but carries its own advance, the
-    // check still has teeth: the service after the repeat is compared with the service
-    // after that advance alone.
-    let lazy = LockModel {
-        lazy_host: true,
-        ..m
-    };
-    let actions = fault_found(
-        &lazy,
-        "a repeat applies nothing and answers as recorded",
-        "retry-applied-afresh",
-    );
-    assert!(
-        matches!(actions.last(), Some(Action::Retry(_))),
-        "{actions:?}"
-    );
-    let good = LockModel {
-        retry_applies: false,
-        ..lazy
-    };
-    assert_eq!(replay(&good, actions).retry_broken, None);
+    // Under a ticking host, and under a lazy one, whose repeat is not ticked first but
+    // carries its own advance: there the service after the repeat is compared with the
+    // service after that advance alone.
+    for lazy_host in [false, true] {
+        let m = LockModel {
+            max_time: 3,
+            numbered: true,
+            timed: Some(1),
+            retry_applies: true,
+            lazy_host,
+            ..base(true)
+        };
+        let actions = fault_found(
+            &m,
+            "a repeat applies nothing and answers as recorded",
+            "retry-applied-afresh",
+        );
+        assert!(
+            matches!(actions.last(), Some(Action::Retry(_))),
+            "{actions:?}"
+        );
+        // The same path with the retry answered from its record breaks nothing.
+        let good = LockModel {
+            retry_applies: false,
+            ..m
+        };
+        assert_eq!(replay(&good, actions).retry_broken, None);
+    }
 }
 
 /// An operator lists a lock's holder and forces that hold out by its token, at any moment
