@@ -112,8 +112,11 @@ scripts/build-wasm.sh
 # +2 B raw, +60 gzipped (the gzip ceiling keeps its margin of 39): the claim lookup of the
 # inputs became one function shared with the core's new `hold` read (not in this module),
 # inlined into its one caller here as before; the module's code moved by those bytes.
-WASM_MAX_RAW=${WASM_MAX_RAW:-182417}
-WASM_MAX_GZIP=${WASM_MAX_GZIP:-73555}
+# +1 608 B raw, +679 gzipped (the gzip ceiling keeps its margin of 39): `hold(session,
+# lock)`, one session's hold of one lock, which the bindings lacked (a holder of a
+# semaphore had to list every holder); its wrapper and the core's lookup it inlines.
+WASM_MAX_RAW=${WASM_MAX_RAW:-184027}
+WASM_MAX_GZIP=${WASM_MAX_GZIP:-74234}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.
 budget() {
   local raw gz

@@ -1658,6 +1658,23 @@ fencelock_result fencelock_service_holders(const struct fencelock_service *svc,
                                            size_t cap,
                                            size_t *count);
 
+// `session`'s hold of the lock named by `lock[..lock_len]`: `*held` true and `*holder`
+// the hold (as `fencelock_service_holders` writes one) while the session holds it; false
+// and `*holder` zeroed otherwise (no such hold, a wait or watch only, or a session or
+// lock that is not open). For a holder that wants to know whether it still holds one
+// lock without listing every holder of a semaphore. Errors add `INVALID_UTF8`.
+// Cost: O(name length).
+//
+// # Safety
+// `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes (it is copied first, so
+// it may overlap the out-values); `held` and `holder` NULL or writable.
+fencelock_result fencelock_service_hold(const struct fencelock_service *svc,
+                                        uint64_t session,
+                                        const uint8_t *lock,
+                                        size_t lock_len,
+                                        bool *held,
+                                        struct fencelock_holder *holder);
+
 // The queue of a lock, head first, written like `fencelock_service_sessions`. Errors
 // add `INVALID_UTF8`. Cost: O(name + waiters).
 //

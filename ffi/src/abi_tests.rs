@@ -2072,6 +2072,21 @@ fn holders_name_may_overlap_the_outputs() {
     }
     assert_eq!(holders[0].session, a);
     assert_eq!((usage.sessions, usage.locks, usage.claims), (1, 1, 1));
+    // `hold`: the name is the first byte of the holder it writes.
+    let mut held = false;
+    let mut one = holders[1];
+    let q = (&mut one as *mut fencelock_holder).cast::<u8>();
+    // SAFETY: `q` is valid for the holder's bytes; the name is its first byte; the holder
+    // is written over it (allowed); `held` is a local.
+    unsafe {
+        q.write(b'l');
+        assert_eq!(
+            fencelock_service_hold(svc, a, q, 1, &mut held, q.cast()),
+            fencelock_result::Ok
+        );
+    }
+    assert!(held);
+    assert_eq!((one.session, one.token, one.mode), (a, 1, X));
     // SAFETY: live handle, freed once.
     unsafe { fencelock_service_free(svc) };
 }

@@ -865,6 +865,29 @@ impl LockService {
             .collect())
     }
 
+    /// `session`'s hold of `lock`, `{session, mode, token, label}` as `holders` lists it,
+    /// or `null`: no such hold (a wait or a watch is none), or a session or lock that is
+    /// not open. Reads one hold, where `holders` lists every holder of a semaphore.
+    /// Throws `out_of_range` (session), `bad_argument` (lock). Cost: O(name length).
+    #[wasm_bindgen(unchecked_return_type = "Holder | null")]
+    pub fn hold(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let session = session_arg(&session)?;
+        let lock = js::name(&lock, "lock")?;
+        Ok(match self.core.hold(session, lock.as_str()) {
+            Some(h) => Obj::new()
+                .with("session", js::session(h.session))
+                .with("mode", js::mode(h.mode))
+                .with("token", js::token(h.token))
+                .with("label", h.label.as_str())
+                .done(),
+            None => JsValue::NULL,
+        })
+    }
+
     /// The queue of `lock`, head first: `[{session, mode, deadline, label}]` (`deadline`
     /// null = waits forever). Throws `bad_argument`. Cost: O(name length + waiters).
     #[wasm_bindgen(unchecked_return_type = "Waiter[]")]

@@ -57,7 +57,7 @@ function values(r, svc) {
 
 const serviceMethods = [
   'openSession', 'keepAlive', 'closeSession', 'acquire', 'release', 'cancel', 'tick', 'campaign',
-  'resign', 'handle', 'handleFrame', 'now', 'pollTimeout', 'revision', 'holders', 'waiters',
+  'resign', 'handle', 'handleFrame', 'now', 'pollTimeout', 'revision', 'holders', 'hold', 'waiters',
   'session', 'sessions', 'locks', 'leader', 'lockDelayUntil', 'capacity', 'usage', 'maxEvents', 'config',
   'snapshot', 'openLabeled', 'watch', 'unwatch', 'permits', 'raiseRevision', 'internName',
   'setNameKey', 'isNameKeyed', 'releaseHold',

@@ -35,6 +35,12 @@ test('a semaphore grants in FIFO order with a token per grant; a watcher hears e
   });
   assert.deepEqual(svc.holders('pool'), [{ session: a, mode: two, token: 1, label: 'worker-a' }]);
   assert.deepEqual(svc.waiters('pool'), [{ session: b, mode: two, deadline: null, label: 'worker-b' }]);
+  // one session's hold: a holds; b only waits, w only watches, 99 is no session
+  assert.deepEqual(svc.hold(a, 'pool'), { session: a, mode: two, token: 1, label: 'worker-a' });
+  assert.deepEqual(svc.hold(BigInt(a), 'pool'), svc.hold(a, 'pool'));
+  for (const [s, l] of [[b, 'pool'], [w, 'pool'], [99, 'pool'], [a, 'never']]) {
+    assert.equal(svc.hold(s, l), null, `${s} ${l}`);
+  }
   // 2 + 1 fits the limit, but b waits ahead: strict FIFO, a try-acquire is busy
   assert.deepEqual(svc.acquire(0, c, 'pool', P(1, 3)).reply, { kind: 'busy' });
 

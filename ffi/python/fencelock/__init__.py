@@ -577,6 +577,7 @@ _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_service_lock_delay_until": [_P, _BYTES, _SIZE, _PBOOL, _PU64],
     "fencelock_service_leader": [_P, _BYTES, _SIZE, _PBOOL, C.POINTER(_Leader)],
     "fencelock_service_permits": [_P, _BYTES, _SIZE, _PBOOL, C.POINTER(_Permits)],
+    "fencelock_service_hold": [_P, _U64, _BYTES, _SIZE, _PBOOL, C.POINTER(_Holder)],
     "fencelock_service_raise_revision": [_P, _U64, _PU64],
     "fencelock_service_snapshot_len": [_P, _PSIZE],
     "fencelock_service_snapshot": [_P, _P, _SIZE, _PSIZE],
@@ -1678,6 +1679,17 @@ class Service(_Handle):
         raw = _name(lock, "lock")
         return [Holder(h.session, h.token, _mode_of(h), _text(h.label, h.label_len))
                 for h in self._list("fencelock_service_holders", _Holder, raw, len(raw))]
+
+    def hold(self, session: int, lock: Name) -> Optional[Holder]:
+        """`session`'s hold of `lock`, or None: no such hold (a wait or a watch is none),
+        or a session or lock that is not open. Reads one hold, where `holders` lists every
+        holder of a semaphore. Cost: O(name length)."""
+        raw, held, h = _name(lock, "lock"), C.c_bool(), _Holder()
+        self._call("fencelock_service_hold", _u64(session, "session"), raw, len(raw),
+                   C.byref(held), C.byref(h))
+        if not held.value:
+            return None
+        return Holder(h.session, h.token, _mode_of(h), _text(h.label, h.label_len))
 
     def waiters(self, lock: Name) -> list[Waiter]:
         """The queue of `lock`, head first. Cost: O(name + waiters)."""

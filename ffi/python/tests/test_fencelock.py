@@ -1366,6 +1366,14 @@ def test_semaphore_permits_fifo_with_labels_and_a_watcher():
         assert got == fl.Queued(mode=fl.Permits(2, 3), position=1)
         assert svc.holders("pool") == [fl.Holder(a, 1, fl.Permits(2, 3), "worker-a")]
         assert svc.waiters("pool") == [fl.Waiter(b, fl.Permits(2, 3), None, "worker-b")]
+        # One session's hold: a holds; b only waits, w only watches, 99 is no session.
+        assert svc.hold(a, "pool") == fl.Holder(a, 1, fl.Permits(2, 3), "worker-a")
+        assert svc.hold(a, b"pool") == svc.hold(a, "pool")
+        for none in ((b, "pool"), (w, "pool"), (99, "pool"), (a, "never")):
+            assert svc.hold(*none) is None, none
+        with pytest.raises(fl.ArgumentError):
+            svc.hold(-1, "pool")
+        refused(fl.Result.INVALID_UTF8, svc.hold, a, b"\xff")
         # 2 + 1 fits the limit, but b waits ahead: a try-acquire is busy (strict FIFO).
         assert svc.acquire(0, c, "pool", fl.Permits(1, 3)) == fl.Busy()
 

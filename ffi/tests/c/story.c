@@ -929,6 +929,30 @@ static void semaphores_labels_and_watches(void) {
   CHECK(n == 1 && hs[0].session == a && hs[0].token == 1 &&
         is_permits(hs[0].mode, hs[0].count, hs[0].limit, 2, 3) && hs[0].label_len == 8 &&
         strcmp(hs[0].label, "worker-a") == 0);
+  /* One session's hold, without listing every holder: a's is its hold; b only waits,
+   * w only watches, 99 is no session and "none" no lock, so each has none (zeroed). */
+  bool held = false;
+  fencelock_holder h1;
+  memset(&h1, 0x5a, sizeof h1);
+  OK(fencelock_service_hold(svc, a, S("pool"), &held, &h1));
+  CHECK(held && h1.session == a && h1.token == 1 && is_permits(h1.mode, h1.count, h1.limit, 2, 3) &&
+        h1.label_len == 8 && strcmp(h1.label, "worker-a") == 0);
+  const uint64_t holdless[] = {b, w, 99};
+  for (size_t i = 0; i < 3; i++) {
+    held = true;
+    memset(&h1, 0x5a, sizeof h1);
+    OK(fencelock_service_hold(svc, holdless[i], S("pool"), &held, &h1));
+    CHECK(!held && h1.session == 0 && h1.token == 0 && h1.mode == FENCELOCK_MODE_NONE &&
+          h1.count == 0 && h1.limit == 0 && h1.label_len == 0 && h1.label[0] == 0);
+  }
+  held = true;
+  OK(fencelock_service_hold(svc, a, S("none"), &held, &h1));
+  CHECK(!held);
+  EXPECT(fencelock_service_hold(svc, a, S("pool"), NULL, &h1), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_hold(svc, a, S("pool"), &held, NULL), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_hold(svc, a, NULL, 4, &held, &h1), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_hold(svc, a, bad_utf8, sizeof bad_utf8, &held, &h1),
+         FENCELOCK_RESULT_INVALID_UTF8);
   fencelock_waiter ws[2];
   OK(fencelock_service_waiters(svc, S("pool"), ws, 2, &n));
   CHECK(n == 1 && ws[0].session == b && !ws[0].has_deadline &&

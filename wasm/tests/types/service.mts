@@ -7,7 +7,7 @@
 import init, { FenceGate, LockService, SessionKeeper, errorKinds } from 'fencelock';
 import type { AnyIn, None } from './noany.mjs';
 import type {
-  AcquireReply, Answer, ErrorCode, FencelockError, Input, Lease, Mode, Output, Reply, ServiceConfig, U64,
+  AcquireReply, Answer, ErrorCode, FencelockError, Holder, Input, Lease, Mode, Output, Reply, ServiceConfig, U64,
 } from 'fencelock';
 
 await init(); // nothing to load in node; the browser build fetches its .wasm here
@@ -193,6 +193,8 @@ svc.acquireFastId(18, s, 'ledger', 0, 1);
 const due: U64 | null = svc.pollTimeout();
 console.log(due, svc.now(), svc.revision(), svc.usage().claims, svc.maxEvents(), svc.config().lockDelay);
 for (const h of svc.holders('ledger')) console.log(h.session, h.mode, h.token, h.label);
+const mine: Holder | null = svc.hold(1, 'ledger');
+if (mine !== null) console.log(mine.token);
 for (const w of svc.waiters('ledger')) console.log(w.session, w.deadline);
 console.log(svc.session(s)?.expiresAt, svc.sessions(), svc.locks(), svc.leader('leader')?.epoch);
 console.log(svc.permits('pool')?.inUse, svc.lockDelayUntil('ledger'), svc.raiseRevision(100));
