@@ -3,7 +3,8 @@
 //! openraft 0.9 treats every storage error as fatal: the Raft core stops and the node
 //! answers `Unavailable` until it is restarted. A full disk (`ENOSPC`, `EDQUOT`) is not a
 //! reason to die: space usually comes back. So the node's writes (log groups, snapshot
-//! files) go through [`DiskHealth::retry`], which on a full disk logs an error (at most
+//! files; a snapshot's on a blocking thread, [`DiskHealth::retry_blocking`]) go through
+//! [`DiskHealth::retry`], which on a full disk logs an error (at most
 //! every [`WARN_EVERY`]), marks the disk full, and retries every [`RETRY_EVERY`] until the
 //! write succeeds — the write is repeated at the same offset, so a partial one is simply
 //! overwritten. Meanwhile, for a write of the log, the node's Raft core waits (a leader
@@ -271,9 +272,45 @@ impl DiskHealth {
         what: &str,
         mut f: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
+        self.retry_each(writer, what, || std::future::ready(f()))
+            .await
+    }
+
+    /// [`DiskHealth::retry`] with each try of `f` on a blocking thread, for a long write
+    /// and its fsyncs (a snapshot file): on the node's one runtime thread they would hold
+    /// up every heartbeat, request and push until done. A try that has begun runs to its
+    /// end even if this future is dropped meanwhile.
+    ///
+    /// Errors: as [`DiskHealth::retry`]; a try that panicked is an error (`Other`) naming
+    /// `what`. Cost: `f` on another thread, plus the wait for space.
+    pub async fn retry_blocking<T: Send + 'static>(
+        &self,
+        writer: Writer,
+        what: &str,
+        f: impl Fn() -> io::Result<T> + Send + Sync + 'static,
+    ) -> io::Result<T> {
+        let f = std::sync::Arc::new(f);
+        self.retry_each(writer, what, || {
+            let f = f.clone();
+            async move {
+                tokio::task::spawn_blocking(move || f())
+                    .await
+                    .unwrap_or_else(|e| Err(io::Error::other(format!("{what}: {e}"))))
+            }
+        })
+        .await
+    }
+
+    /// The loop of [`DiskHealth::retry`], over tries that are futures.
+    async fn retry_each<T, F: std::future::Future<Output = io::Result<T>>>(
+        &self,
+        writer: Writer,
+        what: &str,
+        mut f: impl FnMut() -> F,
+    ) -> io::Result<T> {
         let mut waiting: Option<Waiting<'_>> = None;
         loop {
-            match f() {
+            match f().await {
                 Ok(v) => {
                     if waiting.take().is_some() {
                         tracing::warn!(dir = %self.dir.display(), "{what}: the disk has room again; the write is done");
@@ -585,6 +622,46 @@ mod tests {
                 Err(io::Error::from(io::ErrorKind::StorageFull))
             }
         }
+    }
+
+    /// A write retried on a blocking thread leaves the runtime's one thread free while it
+    /// runs (the node's runtime has one): here the write waits for a signal that only a
+    /// task on that thread sends. Run inline, it would wait out its bound and fail. A full
+    /// disk is still retried, and the write's own error returned.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_blocking_write_leaves_the_runtime_free_and_is_retried_on_a_full_disk() {
+        let dir = std::env::temp_dir().join(format!("fl-disk-blocking-{}", std::process::id()));
+        let d = Arc::new(DiskHealth::new(&dir));
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let rx = Mutex::new(rx);
+        let tries = Arc::new(AtomicUsize::new(0));
+        let write = {
+            let (d, tries) = (d.clone(), tries.clone());
+            tokio::spawn(async move {
+                d.retry_blocking(Writer::Snapshot, "snapshot", move || {
+                    let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
+                    rx.recv_timeout(Duration::from_secs(10))
+                        .map_err(|_| io::Error::other("the signal never came"))?;
+                    match tries.fetch_add(1, Ordering::Relaxed) {
+                        0 => Err(io::Error::from(io::ErrorKind::StorageFull)),
+                        _ => Ok(7),
+                    }
+                })
+                .await
+            })
+        };
+        // The first try waits for this task, which runs only while the thread is free.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tx.send(()).unwrap();
+        until(|| d.is_full()).await;
+        tx.send(()).unwrap();
+        assert_eq!(write.await.unwrap().unwrap(), 7);
+        assert_eq!(tries.load(Ordering::Relaxed), 2);
+        assert!(!d.is_full());
+        let failing = d.retry_blocking(Writer::Snapshot, "snapshot", || {
+            Err::<(), _>(io::Error::other("bad sector"))
+        });
+        assert_eq!(failing.await.unwrap_err().to_string(), "bad sector");
     }
 
     /// Waits (bounded) until `cond` holds.

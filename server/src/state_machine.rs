@@ -1980,7 +1980,8 @@ impl StateMachine {
             meta: meta.clone(),
             data,
         };
-        self.persist_retrying(&f)
+        let f = self
+            .persist_retrying(f)
             .await
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         *self.shared.state() = state;
@@ -1988,38 +1989,50 @@ impl StateMachine {
         Ok(())
     }
 
-    /// [`StateMachine::persist`], retried while the disk is full ([`DiskHealth::retry`]).
-    async fn persist_retrying(&self, f: &SnapFile) -> io::Result<()> {
-        let disk = self.disk.clone();
-        disk.retry(Writer::Snapshot, "writing a snapshot", || self.persist(f))
-            .await
+    /// [`persist`] on a blocking thread, retried while the disk is full
+    /// ([`DiskHealth::retry_blocking`]): a snapshot file is as large as the state, and
+    /// its write and fsyncs on the node's one runtime thread held up every heartbeat,
+    /// request and push meanwhile. `f` back once it is written.
+    ///
+    /// A write that has begun ends even if this future is dropped. openraft drops none of
+    /// these futures while the node runs (it awaits each one of its storage calls before
+    /// the next); at shutdown the file, written or not, is whole: a rename puts it in place.
+    async fn persist_retrying(&self, f: SnapFile) -> io::Result<SnapFile> {
+        let f = Arc::new(f);
+        let (shared, dir, g) = (self.shared.clone(), self.dir.clone(), f.clone());
+        self.disk
+            .retry_blocking(Writer::Snapshot, "writing a snapshot", move || {
+                persist(&shared, &dir, &g)
+            })
+            .await?;
+        // The tries' copies of `f` are dropped when their threads end, which may be after
+        // the last one answered: the file is cloned only then.
+        Ok(Arc::try_unwrap(f).unwrap_or_else(|f| (*f).clone()))
     }
+}
 
-    /// Writes `f` as `snapshot.bin` unless the file already holds a newer snapshot.
-    fn persist(&self, f: &SnapFile) -> io::Result<()> {
-        let mut persisted = self
-            .shared
-            .persisted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if *persisted > f.meta.last_log_id {
-            return Ok(());
-        }
-        let bytes = encode_snap_file(f)?;
-        let tmp = self.dir.join("snapshot.tmp");
-        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
-        {
-            let mut file = crate::disk::create_private_file(&tmp).map_err(named)?;
-            file.write_all(&bytes).map_err(named)?;
-            file.sync_all().map_err(named)?;
-        }
-        fs::rename(&tmp, self.dir.join("snapshot.bin")).map_err(named)?;
-        sync_dir(&self.dir)?;
-        *persisted = f.meta.last_log_id;
-        let last = *persisted;
-        self.shared.persisted_tx.send_modify(|p| p.persisted = last);
-        Ok(())
+/// Writes `f` as `snapshot.bin` in `dir` unless the file already holds a newer snapshot
+/// (`shared.persisted`, held meanwhile, so two writers take turns). Errors: the I/O error,
+/// naming the file. Cost: O(snapshot size) and two fsyncs (the file, the directory).
+fn persist(shared: &Shared, dir: &Path, f: &SnapFile) -> io::Result<()> {
+    let mut persisted = shared.persisted.lock().unwrap_or_else(|p| p.into_inner());
+    if *persisted > f.meta.last_log_id {
+        return Ok(());
     }
+    let bytes = encode_snap_file(f)?;
+    let tmp = dir.join("snapshot.tmp");
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
+    {
+        let mut file = crate::disk::create_private_file(&tmp).map_err(named)?;
+        file.write_all(&bytes).map_err(named)?;
+        file.sync_all().map_err(named)?;
+    }
+    fs::rename(&tmp, dir.join("snapshot.bin")).map_err(named)?;
+    sync_dir(dir)?;
+    *persisted = f.meta.last_log_id;
+    let last = *persisted;
+    shared.persisted_tx.send_modify(|p| p.persisted = last);
+    Ok(())
 }
 
 /// Fsyncs `dir` itself (so a rename into it is durable). Errors: the I/O error, naming
@@ -2607,7 +2620,8 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             meta: meta.clone(),
             data: data.clone(),
         };
-        self.persist_retrying(&f)
+        let f = self
+            .persist_retrying(f)
             .await
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         self.current = Some(f);
