@@ -1117,8 +1117,12 @@ impl Client {
     /// [`crate::protocol::SESSIONS_PAGE`] sessions listed or
     /// [`crate::protocol::SESSIONS_SCAN`] looked at.
     ///
-    /// Errors: as [`Client::sessions_page`]; `Unavailable` when a page's `next` does not
-    /// move past its `after` (no answer of a correct node), rather than asking forever.
+    /// Errors: as [`Client::sessions_page`]; `Unavailable` for a page that no correct node
+    /// answers, rather than asking forever or collecting without end: one whose ids do
+    /// not rise from its `after` to its `next`, whose `next` does not move past its
+    /// `after`, or that would take the list past [`fencelock::MAX_ROWS`] sessions (the
+    /// largest session table a node may have). A page holds at most
+    /// [`crate::protocol::SESSIONS_PAGE`] sessions as it decodes.
     pub async fn sessions(
         &self,
         owner: Option<Principal>,
@@ -1127,6 +1131,24 @@ impl Client {
         let mut after = 0;
         loop {
             let page = self.sessions_page(after, owner, 0).await?;
+            let ends = page.next.unwrap_or(u64::MAX);
+            let mut last = after;
+            for s in &page.sessions {
+                let id = s.info.id.0;
+                if id <= last || id > ends {
+                    return Err(ClientError::Unavailable(format!(
+                        "a page of sessions after {after} lists session {id} after {last} (up \
+                         to {ends})"
+                    )));
+                }
+                last = id;
+            }
+            if all.len() + page.sessions.len() > fencelock::MAX_ROWS {
+                return Err(ClientError::Unavailable(format!(
+                    "the pages of sessions list more than the {} a node may have",
+                    fencelock::MAX_ROWS
+                )));
+            }
             all.extend(page.sessions);
             match page.next {
                 None => return Ok(all),
@@ -3118,6 +3140,70 @@ mod tests {
         let session = within(client.open_session(1000)).await.unwrap();
         assert_eq!(session.id(), 7);
         drop(within(node).await.unwrap());
+    }
+
+    /// A node that answers pages of sessions no correct node answers — ids that do not
+    /// rise, ids past the page's `next`, more than a page holds — is refused at that page,
+    /// not collected from without end.
+    #[tokio::test]
+    async fn pages_of_sessions_must_rise_and_fit() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let listed = |id: u64| crate::protocol::ListedSession {
+            info: SessionInfo {
+                id: SessionId(id),
+                ttl: 10,
+                expires_at: Tick(20),
+                holds: 0,
+                waits: 0,
+                last_request: 0,
+                label: Default::default(),
+            },
+            owner: Principal::Anyone,
+        };
+        let node = tokio::spawn(async move {
+            let mut pages = 0u64;
+            loop {
+                let (mut ar, mut aw) = accepted(&listener).await;
+                while let Ok(Some(f)) =
+                    frame::read::<_, ClientFrame>(&mut ar, MAX_CLIENT_FRAME).await
+                {
+                    let Request::Sessions { after, .. } = f.req else {
+                        panic!("unexpected {:?}", f.req)
+                    };
+                    pages += 1;
+                    let (ids, next): (Vec<u64>, _) = match pages {
+                        // Falls back: 5, then 3.
+                        1 => (vec![5, 3], Some(9)),
+                        // A good first page, then one that lists its `after` again.
+                        2 => (vec![2, 4], Some(4)),
+                        3 => (vec![after], Some(after + 1)),
+                        // Past its own `next`.
+                        4 => (vec![8], Some(6)),
+                        // One more than a page may hold.
+                        _ => (
+                            (1..=u64::from(crate::protocol::SESSIONS_PAGE) + 1).collect(),
+                            None,
+                        ),
+                    };
+                    let page = crate::protocol::SessionsPage {
+                        sessions: ids.into_iter().map(listed).collect(),
+                        next,
+                    };
+                    answer(&mut aw, f.id, Ok(Reply::Sessions(page))).await;
+                }
+            }
+        });
+        let client = Client::with_timeouts(vec![addr], impatient());
+        let m = said(within(client.sessions(None)).await);
+        assert!(m.contains("lists session 3 after 5"), "{m}");
+        let m = said(within(client.sessions(None)).await);
+        assert!(m.contains("after 4 lists session 4 after 4"), "{m}");
+        let m = said(within(client.sessions(None)).await);
+        assert!(m.contains("lists session 8 after 0 (up to 6)"), "{m}");
+        let r = within(client.sessions(None)).await;
+        assert!(r.is_err(), "a page of more than a page holds: {r:?}");
+        node.abort();
     }
 
     /// A node that answers backup and export pages whose total grows with each page (or

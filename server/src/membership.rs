@@ -34,13 +34,23 @@ use crate::types::{NodeAddr, NodeId, Op};
 /// module docs). Call on the leader. Cost: one replicated write (the probe) and polling of
 /// the leader's replication metrics for up to `timeout`.
 ///
-/// Errors: `BadRequest` naming a node that is not a member, or the nodes that did not
-/// acknowledge the probe in time; `NotLeader` / `Unavailable` from the probe's write.
+/// Errors: `BadRequest` for no voters (before anything is written), naming a node that is
+/// not a member, or the nodes that did not acknowledge the probe in time; `NotLeader` /
+/// `Unavailable` from the leadership confirmation or the probe's write.
 pub async fn check_voters(
     node: &Node,
     voters: &BTreeSet<NodeId>,
     timeout: Duration,
 ) -> Result<(), ClientError> {
+    // Refused before the probe commits anything: a cluster with no voters cannot be.
+    if voters.is_empty() {
+        return Err(ClientError::BadRequest(
+            "no voters named: a cluster needs at least one".into(),
+        ));
+    }
+    // Judged against the leader's membership, confirmed as the leader's: another node's
+    // may lag the latest change (`NotLeader` sends the client there).
+    node.linearizable().await?;
     {
         let m = node.raft.metrics().borrow().clone();
         let members = m.membership_config.membership();

@@ -1902,7 +1902,20 @@ impl Node {
             Request::AddLearner { id, addr } => {
                 for a in [&addr.raft, &addr.client] {
                     if !crate::membership::address_text(a) {
-                        return Err(ClientError::BadRequest(format!("bad node address {a:?}")));
+                        // Escaped, a long address grows up to sixfold: past the longest a
+                        // member may have, only its length (as `Grants::authorize` does for
+                        // a name), so a refusal never queues more than the request sent.
+                        return Err(ClientError::BadRequest(
+                            if a.len() <= crate::membership::MAX_ADDR_LEN {
+                                format!("bad node address {a:?}")
+                            } else {
+                                format!(
+                                    "bad node address: {} bytes, longer than the {} a node address may have",
+                                    a.len(),
+                                    crate::membership::MAX_ADDR_LEN
+                                )
+                            },
+                        ));
                     }
                     // A member the transport would never dial would stay in the membership
                     // for good: refuse it before it is committed.
@@ -1925,6 +1938,9 @@ impl Node {
                         "another add-learner is in progress; try again".into(),
                     ));
                 };
+                // Judged against the leader's membership, confirmed as the leader's: another
+                // node's may lag the latest change (`NotLeader` sends the client there).
+                self.linearizable().await?;
                 // openraft keeps a member's address when it is added again: a new address
                 // for a known id would be answered as done and never dialled.
                 let m = self.raft.metrics().borrow().membership_config.clone();
@@ -1993,6 +2009,10 @@ impl Node {
                 self.membership_write(fut).await
             }
             Request::RemoveLearner { id } => {
+                // "Already gone" only from the leader's membership, confirmed as the
+                // leader's: a follower that has not seen the learner added (lagging, cut
+                // off, or removed itself) would answer done while it stays a member.
+                self.linearizable().await?;
                 let m = self.raft.metrics().borrow().clone();
                 if m.membership_config.membership().get_node(&id).is_none() {
                     return Ok(Reply::MembershipChanged); // already gone: a retry

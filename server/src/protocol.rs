@@ -433,7 +433,9 @@ pub enum Reply {
 /// One page of the open sessions ([`Request::Sessions`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionsPage {
-    /// The sessions, in id order.
+    /// The sessions, in id order (at most [`SESSIONS_PAGE`]: a page of more is refused as
+    /// a malformed frame as it decodes).
+    #[serde(deserialize_with = "listed_sessions")]
     pub sessions: Vec<ListedSession>,
     /// `Some(id)`: more sessions may follow; ask again with `after` this id. `None`: this
     /// page reached the last open session.
@@ -513,6 +515,11 @@ pub const MAX_CHECKS: usize = 64;
 /// status` dial them). Cost: O(entries).
 fn members<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(u64, NodeAddr)>, D::Error> {
     crate::types::capped_vec::<D, (u64, NodeAddr), MAX_MEMBERS>(d)
+}
+
+/// [`SessionsPage::sessions`]: at most [`SESSIONS_PAGE`]. Cost: O(sessions).
+fn listed_sessions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ListedSession>, D::Error> {
+    crate::types::capped_vec::<D, ListedSession, { SESSIONS_PAGE as usize }>(d)
 }
 
 /// [`NodeStatus::checks`]: at most [`MAX_CHECKS`] lines. Cost: O(lines).

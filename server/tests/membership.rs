@@ -27,6 +27,13 @@ async fn admin(c: &Cluster, req: Request) -> Result<Reply, ClientError> {
     }
 }
 
+/// `req` asked of node `id` itself, whether it leads or not.
+async fn ask(c: &Cluster, id: NodeId, req: Request) -> Result<Reply, ClientError> {
+    let node = c.nodes[&id].clone();
+    let (sink, _rx, _) = PushSink::new(PUSH_BACKLOG);
+    node.handle_request(req, node.next_conn_id(), &sink).await
+}
+
 async fn members(c: &Cluster) -> (Vec<u64>, Vec<u64>) {
     match admin(c, Request::Members).await {
         Ok(Reply::Members { voters, learners }) => (
@@ -95,6 +102,17 @@ async fn a_voter_set_without_a_live_quorum_is_refused() {
         refused(&r, "bad node address");
         assert_eq!(members(&c).await, (vec![1, 2, 3], vec![9]), "unchanged");
     }
+    // An address longer than any member's is named by its length: escaped, 60 000 control
+    // characters would be a refusal six times the request.
+    let addr = NodeAddr {
+        raft: "mem:8".into(),
+        client: "\u{1}".repeat(60_000),
+    };
+    let r = admin(&c, Request::AddLearner { id: 8, addr }).await;
+    refused(&r, "bad node address: 60000 bytes, longer than the 255");
+    // No voters at all: refused before the liveness probe writes anything.
+    let r = admin(&c, Request::SetVoters { voters: vec![] }).await;
+    refused(&r, "no voters named");
     for voters in [vec![1, 9], vec![1, 2, 3, 9], vec![9]] {
         let r = admin(&c, Request::SetVoters { voters }).await;
         refused(&r, "[9]");
@@ -260,5 +278,59 @@ async fn removing_voters_down_to_the_leader_does_not_make_its_time_jump() {
         "the session kept alive expired: {:?}",
         r.reply
     );
+    c.shutdown().await;
+}
+
+/// A membership change is judged on the leader, from its membership confirmed as the
+/// leader's. A node cut off before a learner was added has never seen it: asked to remove
+/// it, it used to answer done from its own view (so `remove-learner` exited 0 and the
+/// learner stayed a member, its certificate trusted); and asked to add it or name the
+/// voters, it refused from a view that lags. Now each answers that it does not lead, and
+/// the learner is still a member until the leader removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_does_not_lead_never_judges_a_membership_change() {
+    let c = Cluster::start_with("members-judged", 300, 600).await;
+    let l = c.leader().await;
+    let cut = (1..=3).find(|id| *id != l).unwrap();
+    c.net.isolate(cut);
+    let addr = NodeAddr {
+        raft: "mem:9".into(),
+        client: "mem:9".into(),
+    };
+    let r = admin(
+        &c,
+        Request::AddLearner {
+            id: 9,
+            addr: addr.clone(),
+        },
+    )
+    .await;
+    assert!(matches!(r, Err(ClientError::Unavailable(_))), "{r:?}");
+    assert_eq!(members(&c).await, (vec![1, 2, 3], vec![9]));
+    for req in [
+        Request::RemoveLearner { id: 9 },
+        Request::AddLearner { id: 9, addr },
+        Request::SetVoters {
+            voters: vec![1, 2, 3, 9],
+        },
+    ] {
+        let r = ask(&c, cut, req.clone()).await;
+        assert!(
+            matches!(
+                r,
+                Err(ClientError::NotLeader { .. } | ClientError::Unavailable(_))
+            ),
+            "{req:?} on the cut-off node: {r:?}"
+        );
+        assert_eq!(members(&c).await, (vec![1, 2, 3], vec![9]), "{req:?}");
+    }
+    // A follower in touch with the leader sends the caller there too.
+    let follower = (1..=3).find(|id| *id != l && *id != cut).unwrap();
+    let r = ask(&c, follower, Request::RemoveLearner { id: 9 }).await;
+    assert!(matches!(r, Err(ClientError::NotLeader { .. })), "{r:?}");
+    assert_eq!(members(&c).await, (vec![1, 2, 3], vec![9]));
+    let r = admin(&c, Request::RemoveLearner { id: 9 }).await;
+    assert_eq!(r, Ok(Reply::MembershipChanged));
+    assert_eq!(members(&c).await, (vec![1, 2, 3], vec![]));
     c.shutdown().await;
 }
