@@ -115,8 +115,10 @@ scripts/build-wasm.sh
 # +1 608 B raw, +679 gzipped (the gzip ceiling keeps its margin of 39): `hold(session,
 # lock)`, one session's hold of one lock, which the bindings lacked (a holder of a
 # semaphore had to list every holder); its wrapper and the core's lookup it inlines.
-WASM_MAX_RAW=${WASM_MAX_RAW:-184027}
-WASM_MAX_GZIP=${WASM_MAX_GZIP:-74234}
+# +43 B raw, +35 gzipped (the gzip ceiling keeps its margin of 39): `session(id)` counts
+# the session's watches (`watches`).
+WASM_MAX_RAW=${WASM_MAX_RAW:-184070}
+WASM_MAX_GZIP=${WASM_MAX_GZIP:-74269}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.
 budget() {
   local raw gz

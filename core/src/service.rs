@@ -156,6 +156,8 @@ pub struct SessionInfo {
     pub holds: u32,
     /// Locks it waits for.
     pub waits: u32,
+    /// Locks it watches ([`Input::Watch`](crate::Input::Watch)).
+    pub watches: u32,
     /// Its latest idempotent-retry request number (0 = none yet).
     pub last_request: u64,
     /// Its holder label ([`LockService::open_labeled`]; empty = none).
@@ -1363,13 +1365,15 @@ impl<S: Storage> LockService<S> {
         let t = self.storage.tables_ref();
         let s = self.session_row(session)?;
         let row = &t.sessions[s as usize];
-        let (mut holds, mut waits) = (0, 0);
+        let (mut holds, mut waits, mut watches) = (0, 0, 0);
         let mut c = row.claims.head;
         while c != NIL {
             let claim = &t.claims[c as usize];
             if claim.holding() {
                 holds += 1;
-            } else if !claim.watching() {
+            } else if claim.watching() {
+                watches += 1;
+            } else {
                 waits += 1;
             }
             c = t.claims[c as usize].in_session.next;
@@ -1380,6 +1384,7 @@ impl<S: Storage> LockService<S> {
             expires_at: Tick(row.expires_at),
             holds,
             waits,
+            watches,
             last_request: row.last_request,
             label: label_of(self.storage.labels_ref(), row),
         })

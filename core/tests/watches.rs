@@ -77,7 +77,11 @@ fn a_watch_begins_with_one_holding_event_per_holder_in_grant_order() {
     assert_eq!(svc.usage().claims, 4, "two holds and two watches");
     assert_eq!(svc.watches(), 2, "of the four claims, the two watches");
     let info = svc.session(w).unwrap();
-    assert_eq!((info.holds, info.waits), (0, 0), "a watch is neither");
+    assert_eq!(
+        (info.holds, info.waits, info.watches),
+        (0, 0, 2),
+        "a watch is neither hold nor wait: counted apart"
+    );
     assert_eq!(unwatch(&mut svc, w, "free").0, Reply::Unwatched);
     assert!(
         !svc.locks().any(|l| l.as_str() == "free"),
@@ -277,7 +281,7 @@ fn a_waiter_watching_its_lock_keeps_both_claims() {
     x(&mut svc, b, "l");
     watch(&mut svc, b, "l");
     let info = svc.session(b).unwrap();
-    assert_eq!((info.holds, info.waits), (0, 1));
+    assert_eq!((info.holds, info.waits, info.watches), (0, 1, 1));
     // cancelling the wait leaves the watch; unwatching leaves nothing of b's
     assert_eq!(cancel(&mut svc, b, "l").0, Reply::Cancelled);
     assert_eq!(
@@ -737,6 +741,11 @@ fn random_histories_keep_every_watcher_in_step_with_the_holders() {
                         .sessions()
                         .map(|x| {
                             let i = svc.session(x).unwrap();
+                            assert_eq!(
+                                i.watches as usize,
+                                live.iter().filter(|(s, _)| *s == x).count(),
+                                "step {step}: {x}'s watches"
+                            );
                             (i.holds + i.waits) as usize
                         })
                         .sum::<usize>(),

@@ -589,6 +589,8 @@ typedef struct fencelock_session_info {
   uint32_t holds;
   // Locks it waits for.
   uint32_t waits;
+  // Locks it watches (`fencelock_service_watch`).
+  uint32_t watches;
   // Length of `label` in bytes, without the NUL (0: no label).
   size_t label_len;
   // Its label (`fencelock_service_open_labeled`), NUL-terminated (trust `label_len`).

@@ -2219,6 +2219,7 @@ pub unsafe extern "C" fn fencelock_service_session(
                         last_request: s.last_request,
                         holds: s.holds,
                         waits: s.waits,
+                        watches: s.watches,
                         label_len,
                         label,
                     },

@@ -720,6 +720,8 @@ pub struct fencelock_session_info {
     pub holds: u32,
     /// Locks it waits for.
     pub waits: u32,
+    /// Locks it watches (`fencelock_service_watch`).
+    pub watches: u32,
     /// Length of `label` in bytes, without the NUL (0: no label).
     pub label_len: usize,
     /// Its label (`fencelock_service_open_labeled`), NUL-terminated (trust `label_len`).

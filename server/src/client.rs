@@ -3156,6 +3156,7 @@ mod tests {
                 expires_at: Tick(20),
                 holds: 0,
                 waits: 0,
+                watches: 0,
                 last_request: 0,
                 label: Default::default(),
             },

@@ -47,8 +47,10 @@ pub const MAX_RAFT_REPLY: u32 = 1 << 20;
 /// entry `Op::ForceReleaseHold`; 5 `Op::EachDeadline`; 6 `Op::ForceClose`.
 pub const PEER_WIRE: u32 = 6;
 /// The version of the client protocol (`ClientFrame`, `ServerFrame`). Raised whenever
-/// their encoding changes.
-pub const CLIENT_WIRE: u32 = 1;
+/// the encoding of what they carried changes (requests and answers appended to their
+/// lists do not change it: a node of the version before refuses those as malformed): 2
+/// added a session's count of watches to `SessionInfo` (`Session`, `Sessions` answers).
+pub const CLIENT_WIRE: u32 = 2;
 
 /// A value sent as one frame: which wire format it belongs to.
 pub trait Wire {

@@ -678,14 +678,14 @@ fn sessions_lists_each_owner_and_force_close_owner_closes_them_all() {
     let text = listed(&["sessions"]);
     let fields: Vec<&str> = text.split_whitespace().collect();
     assert_eq!(text.lines().count(), 1, "{text}");
-    assert_eq!(fields.len(), 7, "{text}");
+    assert_eq!(fields.len(), 8, "{text}");
     assert_eq!(
         fields[..3],
         [session.as_str(), "anyone", LONG_TTL],
         "{text}"
     );
     assert!(fields[3].parse::<u64>().is_ok_and(|t| t > 0), "{text}");
-    assert_eq!(fields[4..], ["1", "0", "job-7"], "{text}");
+    assert_eq!(fields[4..], ["1", "0", "0", "job-7"], "{text}");
     assert_eq!(listed(&["sessions", "--owner", "anyone"]), text);
     let nobody = format!("sha256:{}", "0".repeat(64));
     assert_eq!(listed(&["sessions", "--owner", &nobody]), "");

@@ -1211,7 +1211,12 @@ async fn an_admin_lists_the_sessions_by_owner_and_closes_all_of_one_tokens() {
         ids(&all),
         vec![(holding.id(), j), (watching.id(), j), (other.id(), a)]
     );
-    assert_eq!((all[0].info.holds, all[1].info.holds), (1, 0));
+    let counts = |s: &ListedSession| (s.info.holds, s.info.waits, s.info.watches);
+    assert_eq!(
+        (counts(&all[0]), counts(&all[1])),
+        ((1, 0, 0), (0, 0, 1)),
+        "the watch-only session shows its watch"
+    );
     assert_eq!(
         ids(&admin.sessions(Some(a)).await.unwrap()),
         vec![(other.id(), a)]

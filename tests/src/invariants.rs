@@ -347,6 +347,7 @@ pub fn check_service(svc: &(impl Queries + ?Sized)) -> Result<(), String> {
             len.claims - claims
         ));
     }
+    let mut watches = 0u64;
     for &s in &sessions {
         let info = svc.session(s).ok_or("vanished")?;
         let (h, w) = (
@@ -359,6 +360,14 @@ pub fn check_service(svc: &(impl Queries + ?Sized)) -> Result<(), String> {
                 info.holds, info.waits
             ));
         }
+        watches += u64::from(info.watches);
+    }
+    // Every claim row that is neither a hold nor a wait is one session's watch.
+    if watches != u64::from(len.claims - claims) {
+        return Err(format!(
+            "the sessions count {watches} watches, the claim rows beside the holds and waits are {}",
+            len.claims - claims
+        ));
     }
     let due = deadlines.iter().min().copied();
     if svc.poll_timeout().map(|t| t.0) != due {

@@ -936,10 +936,9 @@ impl Model {
     /// A session's state.
     pub fn session_info(&self, id: SessionId) -> Option<SessionInfo> {
         let s = self.sessions.get(&id.0)?;
-        let mine = self
-            .claims
-            .values()
-            .filter(|c| c.session == id.0 && !c.watch);
+        let theirs = self.claims.values().filter(|c| c.session == id.0);
+        let watches = theirs.clone().filter(|c| c.watch).count() as u32;
+        let mine = theirs.filter(|c| !c.watch);
         let holds = mine.clone().filter(|c| c.holding).count() as u32;
         let waits = mine.filter(|c| !c.holding).count() as u32;
         Some(SessionInfo {
@@ -949,6 +948,7 @@ impl Model {
             expires_at: Tick(s.expires_at),
             holds,
             waits,
+            watches,
             last_request: s.last_request,
         })
     }

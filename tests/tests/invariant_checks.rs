@@ -1672,6 +1672,21 @@ fn each_check_of_check_service_fires_on_one_doctored_answer() {
             "info says 2/0 holds/waits, locks say 1/0",
         ),
         (
+            "a session's count of watches that the claim rows do not show",
+            forged!(
+                session,
+                (
+                    s(1),
+                    Some(SessionInfo {
+                        watches: info(1).watches + 1,
+                        ..info(1)
+                    }),
+                )
+            ),
+            "",
+            "the sessions count 2 watches, the claim rows beside the holds and waits are 1",
+        ),
+        (
             "no next deadline though sessions and waits are due",
             forged!(poll_timeout, None),
             "",

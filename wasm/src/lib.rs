@@ -227,7 +227,7 @@ export interface ServiceConfig extends Capacities {
 export interface Holder { session: U64; mode: Mode; token: U64; label: string }
 export interface Waiter { session: U64; mode: Mode; deadline: U64 | null; label: string }
 export interface SessionInfo {
-  id: U64; ttl: U64; expiresAt: U64; holds: number; waits: number; lastRequest: U64; label: string;
+  id: U64; ttl: U64; expiresAt: U64; holds: number; waits: number; watches: number; lastRequest: U64; label: string;
 }
 /** A live semaphore (LockService.permits): permits held now, and its limit. */
 export interface Permits { inUse: number; limit: number }

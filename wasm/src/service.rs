@@ -910,7 +910,8 @@ impl LockService {
             .collect())
     }
 
-    /// A live session `{id, ttl, expiresAt, holds, waits, lastRequest, label}`, or `null`.
+    /// A live session `{id, ttl, expiresAt, holds, waits, watches, lastRequest, label}`, or
+    /// `null`.
     /// Throws `out_of_range`. Cost: O(its claims).
     #[wasm_bindgen(unchecked_return_type = "SessionInfo | null")]
     pub fn session(
@@ -927,6 +928,7 @@ impl LockService {
             .with("expiresAt", js::number(s.expires_at.0))
             .with("holds", s.holds)
             .with("waits", s.waits)
+            .with("watches", s.watches)
             .with("lastRequest", js::number(s.last_request))
             .with("label", s.label.as_str())
             .done())

@@ -23,6 +23,7 @@ test('a semaphore grants in FIFO order with a token per grant; a watcher hears e
   assert.equal(svc.session(c).label, '');
 
   assert.deepEqual(svc.watch(0, w, 'pool'), { reply: { kind: 'watching', holders: 0 }, events: [] });
+  assert.deepEqual([svc.session(w).holds, svc.session(w).waits, svc.session(w).watches], [0, 0, 1]);
   const two = { permits: 2, limit: 3 };
   assert.deepEqual(svc.acquire(0, a, 'pool', P(2, 3)), {
     reply: { kind: 'granted', mode: two, token: 1 },

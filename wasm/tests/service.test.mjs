@@ -37,7 +37,7 @@ test('openSession and keepAlive reply with the deadline; session(), sessions(), 
   // the input itself moves time to its now: no tick needed
   assert.deepEqual(svc.openSession(3, 5), noEvents({ kind: 'opened', session: 2, expiresAt: 8 }));
   assert.equal(svc.now(), 3);
-  assert.deepEqual(svc.session(2), { id: 2, ttl: 5, expiresAt: 8, holds: 0, waits: 0, lastRequest: 0, label: '' });
+  assert.deepEqual(svc.session(2), { id: 2, ttl: 5, expiresAt: 8, holds: 0, waits: 0, watches: 0, lastRequest: 0, label: '' });
   assert.equal(svc.session(99), null);
   assert.deepEqual(svc.sessions(), [1, 2]);
   assert.deepEqual(svc.usage(), { sessions: 2, locks: 0, claims: 0 });
@@ -90,8 +90,8 @@ test('acquire: granted, busy, queued, shared, timed wait, re-acquire; release gr
     { session: c, mode: 'shared', deadline: null, label: '' },
   ]);
   assert.deepEqual(svc.locks(), ['l']);
-  assert.deepEqual(svc.session(a), { id: a, ttl: 100, expiresAt: 100, holds: 1, waits: 0, lastRequest: 0, label: '' });
-  assert.deepEqual(svc.session(b), { id: b, ttl: 100, expiresAt: 100, holds: 0, waits: 1, lastRequest: 0, label: '' });
+  assert.deepEqual(svc.session(a), { id: a, ttl: 100, expiresAt: 100, holds: 1, waits: 0, watches: 0, lastRequest: 0, label: '' });
+  assert.deepEqual(svc.session(b), { id: b, ttl: 100, expiresAt: 100, holds: 0, waits: 1, watches: 0, lastRequest: 0, label: '' });
   // the releaser's answer is its reply; the waiters' grants are events
   assert.deepEqual(svc.release(1, a, 'l'), {
     reply: { kind: 'released', token: 1 },

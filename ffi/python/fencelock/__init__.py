@@ -486,7 +486,8 @@ class _Usage(C.Structure):
 class _SessionInfo(C.Structure):
     _fields_ = [("id", C.c_uint64), ("ttl", C.c_uint64), ("expires_at", C.c_uint64),
                 ("last_request", C.c_uint64), ("holds", C.c_uint32), ("waits", C.c_uint32),
-                ("label_len", C.c_size_t), ("label", C.c_uint8 * _LABEL_BUF_LEN)]
+                ("watches", C.c_uint32), ("label_len", C.c_size_t),
+                ("label", C.c_uint8 * _LABEL_BUF_LEN)]
 
 
 class _Holder(C.Structure):
@@ -810,6 +811,7 @@ class SessionInfo:
     last_request: Optional[int]
     holds: int
     waits: int
+    watches: int
     label: str = ""
 
 
@@ -1652,7 +1654,7 @@ class Service(_Handle):
                 return None
             self._check(code)
         return SessionInfo(s.id, s.ttl, s.expires_at, s.last_request or None, s.holds, s.waits,
-                           _text(s.label, s.label_len))
+                           s.watches, _text(s.label, s.label_len))
 
     def _list(self, fn: str, ctype: Any, *args: Any) -> list[Any]:
         with self._mutex, self._in_call:

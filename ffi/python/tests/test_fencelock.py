@@ -120,7 +120,7 @@ def test_queries_elections_waits_and_cancel():
         assert svc.cancel(2, a, "r") == fl.Cancelled()
         assert svc.acquire(2, a, "r") == fl.Busy()
         assert svc.session(a) == fl.SessionInfo(id=a, ttl=10, expires_at=10, last_request=1,
-                                                holds=1, waits=0)
+                                                holds=1, waits=0, watches=0)
         assert svc.session(99) is None
         assert svc.usage() == fl.Usage(sessions=2, locks=2, claims=3)
         assert svc.max_events() == 2 + 2 * 3
@@ -1354,6 +1354,8 @@ def test_semaphore_permits_fifo_with_labels_and_a_watcher():
 
         got = svc.watch(0, w, "pool")
         assert got == fl.Watching(holders=0) and got.events == ()
+        info = svc.session(w)
+        assert (info.holds, info.waits, info.watches) == (0, 0, 1)
 
         got = svc.acquire(0, a, "pool", fl.Permits(2, 3))
         assert got == fl.Granted(mode=fl.Permits(count=2, limit=3), token=1)

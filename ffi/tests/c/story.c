@@ -179,7 +179,7 @@ static void gc_pause_timeline(void) {
   EXPECT(fencelock_service_session(svc, a, &info), FENCELOCK_RESULT_UNKNOWN_SESSION);
   OK(fencelock_service_session(svc, b, &info));
   CHECK(info.id == b && info.ttl == 10 && info.expires_at == 19 && info.holds == 1 &&
-        info.waits == 0);
+        info.waits == 0 && info.watches == 0);
   uint64_t ids[8];
   OK(fencelock_service_sessions(svc, ids, 8, &count));
   CHECK(count == 1 && ids[0] == b);
@@ -902,9 +902,11 @@ static void semaphores_labels_and_watches(void) {
   CHECK(unchanged(svc, before, slen));
   free(before);
 
-  /* A watch: nobody holds "pool" yet. */
+  /* A watch: nobody holds "pool" yet. w's info counts it apart from holds and waits. */
   OK(fencelock_service_watch(svc, 0, w, S("pool"), 0, &r));
   CHECK(r.kind == FENCELOCK_REPLY_KIND_WATCHING && r.holders == 0 && r.pending == 0);
+  OK(fencelock_service_session(svc, w, &info));
+  CHECK(info.holds == 0 && info.waits == 0 && info.watches == 1);
 
   /* a takes 2 of 3 permits: its reply, and the watcher is told. */
   OK(fencelock_service_acquire_permits(svc, 0, a, S("pool"), 2, 3, FENCELOCK_WAIT_NONE, 0, 0,

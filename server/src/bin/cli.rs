@@ -340,7 +340,7 @@ closes every session opened by an earlier build's entries, whichever token opene
         owner: Option<Principal>,
     },
     /// (Admin) Print the open sessions in id order, one per line: `SESSION OWNER TTL_MS
-    /// EXPIRES_AT_MS HOLDS WAITS [LABEL]` (OWNER: `sha256:HEX`, the hash of the token that
+    /// EXPIRES_AT_MS HOLDS WAITS WATCHES [LABEL]` (OWNER: `sha256:HEX`, the hash of the token that
     /// opened it as its tokens-file lines hold it; `anyone` on a cluster without tokens;
     /// `unrecorded` for an open an earlier build wrote). EXPIRES_AT_MS is on the cluster's
     /// logical clock.
@@ -1910,13 +1910,13 @@ fn mode_text(m: Mode) -> String {
     }
 }
 
-/// One line of `sessions`: `SESSION OWNER TTL_MS EXPIRES_AT_MS HOLDS WAITS [LABEL]`, the
-/// label escaped as [`with_label`] does.
+/// One line of `sessions`: `SESSION OWNER TTL_MS EXPIRES_AT_MS HOLDS WAITS WATCHES
+/// [LABEL]`, the label escaped as [`with_label`] does.
 fn session_line(s: &ListedSession) -> String {
     let i = &s.info;
     let line = format!(
-        "{} {} {} {} {} {}",
-        i.id.0, s.owner, i.ttl, i.expires_at.0, i.holds, i.waits
+        "{} {} {} {} {} {} {}",
+        i.id.0, s.owner, i.ttl, i.expires_at.0, i.holds, i.waits, i.watches
     );
     let mut line = with_label(line, i.label.as_str());
     line.push('\n');
