@@ -39,7 +39,9 @@ pub enum Reply {
         token: Token,
     },
     /// The acquire waits in the lock's queue; an [`Output::Granted`](crate::Output) or
-    /// [`Output::WaitTimedOut`](crate::Output) for this session follows, or the session ends.
+    /// [`Output::WaitTimedOut`](crate::Output) for this session follows, or the wait ends
+    /// by the session's own [`Input::Cancel`](crate::Input::Cancel) (a candidate's resign),
+    /// or the session ends.
     Queued {
         /// The mode asked for.
         mode: Mode,

@@ -1765,7 +1765,9 @@ impl View<'_> {
             .ok_or(Error::UnknownSession(session))
     }
 
-    /// The live lock named `name`, whose [`View::name_hash`] is `hash`.
+    /// The row named `name`, whose [`View::name_hash`] is `hash`: a live lock, or an idle
+    /// row still indexed under the name (`id` 0; see `storage`), which each caller tells
+    /// apart.
     #[cfg_attr(not(target_family = "wasm"), inline(always))]
     fn lock_slot(&self, name: &str, hash: u64) -> Option<u32> {
         TableState::find(self.li, self.l, hash, |r| r.name.is(name))

@@ -838,3 +838,22 @@ fn max_events_grows_with_the_watches_in_use() {
     );
     assert_eq!(svc.snapshot_vec(), before);
 }
+
+/// A release by token (`release_hold`) of a hold whose session also watches the lock: the
+/// holder is sent no `Released` (SPEC §3), but as a watcher it hears the change as every
+/// watcher does (§13.4).
+#[test]
+fn a_holder_watching_its_lock_hears_its_hold_released_by_token() {
+    let mut svc = svc(8);
+    let a = open(&mut svc, 100);
+    x(&mut svc, a, "l");
+    watch(&mut svc, a, "l");
+    let (reply, events) = run(&mut svc, |v, now, o| {
+        v.release_hold(now, a, "l", Token(1), None, o)
+    });
+    assert_eq!(reply, reply_released(1));
+    assert_eq!(
+        events,
+        vec![hc(a, "l", a, Mode::Exclusive, 1, Change::Released, "")]
+    );
+}
