@@ -117,7 +117,7 @@ scripts/build-wasm.sh
 # semaphore had to list every holder); its wrapper and the core's lookup it inlines.
 # +43 B raw, +35 gzipped (the gzip ceiling keeps its margin of 39): `session(id)` counts
 # the session's watches (`watches`).
-WASM_MAX_RAW=${WASM_MAX_RAW:-184070}
+WASM_MAX_RAW=${WASM_MAX_RAW:-184068}
 WASM_MAX_GZIP=${WASM_MAX_GZIP:-74269}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.
 budget() {

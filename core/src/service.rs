@@ -1353,8 +1353,8 @@ impl<S: Storage> LockService<S> {
     }
 
     /// True when `session` is open. The check to use when only that matters:
-    /// [`session`](Self::session) also counts the session's holds and waits. Cost: O(1)
-    /// expected (the session's home row, else one index probe). Errors: none.
+    /// [`session`](Self::session) also counts the session's holds, waits and watches.
+    /// Cost: O(1) expected (the session's home row, else one index probe). Errors: none.
     pub fn is_open(&self, session: SessionId) -> bool {
         self.session_row(session).is_some()
     }

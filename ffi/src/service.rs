@@ -2325,7 +2325,7 @@ pub unsafe extern "C" fn fencelock_service_holders(
 
 /// `session`'s hold of the lock named by `lock[..lock_len]`: `*held` true and `*holder`
 /// the hold (as `fencelock_service_holders` writes one) while the session holds it; false
-/// and `*holder` zeroed otherwise (no such hold, a wait or watch only, or a session or
+/// and the fields of `*holder` zeroed (`mode` `NONE`) otherwise (no such hold, a wait or watch only, or a session or
 /// lock that is not open). For a holder that wants to know whether it still holds one
 /// lock without listing every holder of a semaphore. Errors add `INVALID_UTF8`.
 /// Cost: O(name length).

@@ -1118,11 +1118,15 @@ impl Client {
     /// [`crate::protocol::SESSIONS_SCAN`] looked at.
     ///
     /// Errors: as [`Client::sessions_page`]; `Unavailable` for a page that no correct node
-    /// answers, rather than asking forever or collecting without end: one whose ids do
-    /// not rise from its `after` to its `next`, whose `next` does not move past its
-    /// `after`, or that would take the list past [`fencelock::MAX_ROWS`] sessions (the
-    /// largest session table a node may have). A page holds at most
-    /// [`crate::protocol::SESSIONS_PAGE`] sessions as it decodes.
+    /// answers: one whose ids do not rise from its `after` to its `next`; one that goes on
+    /// (`next` set) though it is neither full ([`crate::protocol::SESSIONS_PAGE`]) nor has
+    /// looked [`crate::protocol::SESSIONS_SCAN`] ids on (each page of a correct node that
+    /// goes on has done one of the two); or one that would take the list past
+    /// [`fencelock::MAX_ROWS`] sessions (the largest session table a node may have). A page
+    /// holds at most [`crate::protocol::SESSIONS_PAGE`] sessions as it decodes. So a
+    /// damaged node cannot make this list a session twice or creep on an id at a time; one
+    /// that invents sessions can still keep it reading (with TLS, only a node of the
+    /// cluster's CA can answer).
     pub async fn sessions(
         &self,
         owner: Option<Principal>,
@@ -1142,6 +1146,18 @@ impl Client {
                     )));
                 }
                 last = id;
+            }
+            // A page that goes on is full, or stopped at the scan bound: then it looked at
+            // SESSIONS_SCAN distinct ids above its `after`.
+            let full = page.sessions.len() == crate::protocol::SESSIONS_PAGE as usize;
+            let scanned = after.saturating_add(crate::protocol::SESSIONS_SCAN as u64);
+            if page.next.is_some_and(|n| !full && n < scanned) {
+                return Err(ClientError::Unavailable(format!(
+                    "a page of {} sessions after {after} goes on at {ends}, though it is not \
+                     full and cannot have looked at {} sessions",
+                    page.sessions.len(),
+                    crate::protocol::SESSIONS_SCAN
+                )));
             }
             if all.len() + page.sessions.len() > fencelock::MAX_ROWS {
                 return Err(ClientError::Unavailable(format!(
@@ -3173,14 +3189,18 @@ mod tests {
                         panic!("unexpected {:?}", f.req)
                     };
                     pages += 1;
+                    let scan = crate::protocol::SESSIONS_SCAN as u64;
                     let (ids, next): (Vec<u64>, _) = match pages {
                         // Falls back: 5, then 3.
-                        1 => (vec![5, 3], Some(9)),
-                        // A good first page, then one that lists its `after` again.
-                        2 => (vec![2, 4], Some(4)),
-                        3 => (vec![after], Some(after + 1)),
+                        1 => (vec![5, 3], Some(2 * scan)),
+                        // A good first page (short: it looked SESSIONS_SCAN ids on), then
+                        // one that lists its `after` again.
+                        2 => (vec![2, 4], Some(scan)),
+                        3 => (vec![after], Some(after + scan)),
                         // Past its own `next`.
                         4 => (vec![8], Some(6)),
+                        // Creeps on: neither full nor as far as the scan bound.
+                        5 => (vec![], Some(1)),
                         // One more than a page may hold.
                         _ => (
                             (1..=u64::from(crate::protocol::SESSIONS_PAGE) + 1).collect(),
@@ -3199,11 +3219,18 @@ mod tests {
         let m = said(within(client.sessions(None)).await);
         assert!(m.contains("lists session 3 after 5"), "{m}");
         let m = said(within(client.sessions(None)).await);
-        assert!(m.contains("after 4 lists session 4 after 4"), "{m}");
+        assert!(
+            m.contains("after 10000 lists session 10000 after 10000"),
+            "{m}"
+        );
         let m = said(within(client.sessions(None)).await);
         assert!(m.contains("lists session 8 after 0 (up to 6)"), "{m}");
-        let r = within(client.sessions(None)).await;
-        assert!(r.is_err(), "a page of more than a page holds: {r:?}");
+        let m = said(within(client.sessions(None)).await);
+        assert!(m.contains("goes on at 1, though it is not full"), "{m}");
+        // A page of more than a page holds fails as it decodes: the frame is refused, and
+        // its connection with it (taken whole, it would be a list of 1001).
+        let m = said(within(client.sessions(None)).await);
+        assert_eq!(m, "connection lost");
         node.abort();
     }
 

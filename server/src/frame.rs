@@ -46,10 +46,12 @@ pub const MAX_RAFT_REPLY: u32 = 1 << 20;
 /// pre-vote's answer names ([`crate::election::PreVoteResponse::leader_vote`]); 4 the log
 /// entry `Op::ForceReleaseHold`; 5 `Op::EachDeadline`; 6 `Op::ForceClose`.
 pub const PEER_WIRE: u32 = 6;
-/// The version of the client protocol (`ClientFrame`, `ServerFrame`). Raised whenever
-/// the encoding of what they carried changes (requests and answers appended to their
-/// lists do not change it: a node of the version before refuses those as malformed): 2
-/// added a session's count of watches to `SessionInfo` (`Session`, `Sessions` answers).
+/// The version of the client protocol (`ClientFrame`, `ServerFrame`). Raised whenever an
+/// encoding the protocol already had changes: 2 added a session's count of watches to
+/// `SessionInfo` (`Session`, `Sessions` answers). Requests and answers appended to their
+/// enums leave it as it was: a node of the version before answers such a request
+/// `Malformed`, and a client of that version meets such an answer only for a request it
+/// never sends.
 pub const CLIENT_WIRE: u32 = 2;
 
 /// A value sent as one frame: which wire format it belongs to.

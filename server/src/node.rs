@@ -1959,8 +1959,7 @@ impl Node {
                         )));
                     }
                     // The same address: a retry (of a learner, or of a node made a voter
-                    // since), answered as an add is. (This node's view of the membership
-                    // may lag a change just made: a retry then sees the new one.)
+                    // since), answered as an add is.
                 } else if m.membership().nodes().count() >= crate::membership::MAX_MEMBERS {
                     // Peers refuse a membership of more members as it decodes.
                     return Err(ClientError::BadRequest(format!(

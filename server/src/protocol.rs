@@ -445,7 +445,7 @@ pub struct SessionsPage {
 /// One open session as [`Request::Sessions`] lists it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListedSession {
-    /// The core's view of it (ttl, deadline, holds, waits, label).
+    /// The core's view of it (ttl, deadline, holds, waits, watches, label).
     pub info: SessionInfo,
     /// Who opened it: a token's principal, [`Principal::Anyone`] on a node without tokens,
     /// or [`Principal::Unrecorded`] for an open whose entry an earlier build wrote

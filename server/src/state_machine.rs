@@ -2005,8 +2005,8 @@ impl StateMachine {
                 persist(&shared, &dir, &g)
             })
             .await?;
-        // The tries' copies of `f` are dropped when their threads end, which may be after
-        // the last one answered: the file is cloned only then.
+        // Each try's copy of `f` is dropped as its thread ends the try, before the answer,
+        // and the closure's with `retry_blocking`: the clone is only a fallback.
         Ok(Arc::try_unwrap(f).unwrap_or_else(|f| (*f).clone()))
     }
 }
@@ -2756,11 +2756,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // memory stays).
         // Its data is not decoded here (the peer that installs it decodes it): a file
         // read on every call must not cost a decode of the whole state each time.
+        // Read and checked on a blocking thread: the file is as large as the state.
         let cap = max_snapshot_file_bytes(&self.shared.config);
-        if let Ok(bytes) = crate::disk::read_capped(&self.dir.join("snapshot.bin"), cap) {
-            if let Ok((f, _)) = open_snap_file(&bytes) {
-                self.current = Some(f);
-            }
+        let path = self.dir.join("snapshot.bin");
+        let read = tokio::task::spawn_blocking(move || {
+            let bytes = crate::disk::read_capped(&path, cap).ok()?;
+            open_snap_file(&bytes).ok().map(|(f, _)| f)
+        });
+        if let Ok(Some(f)) = read.await {
+            self.current = Some(f);
         }
         Ok(self.current.as_ref().map(|f| Snapshot {
             meta: f.meta.clone(),

@@ -284,9 +284,11 @@ async fn removing_voters_down_to_the_leader_does_not_make_its_time_jump() {
 /// A membership change is judged on the leader, from its membership confirmed as the
 /// leader's. A node cut off before a learner was added has never seen it: asked to remove
 /// it, it used to answer done from its own view (so `remove-learner` exited 0 and the
-/// learner stayed a member, its certificate trusted); and asked to add it or name the
-/// voters, it refused from a view that lags. Now each answers that it does not lead, and
-/// the learner is still a member until the leader removes it.
+/// learner stayed a member, its certificate trusted), and asked to make it a voter, it
+/// refused it as no member (a view that lags). Those two are what the fix changed; an add
+/// there, and a removal asked of a follower in touch with the leader, went on to openraft,
+/// which answered that it does not lead, before as now. Each answers so, and the learner
+/// is still a member until the leader removes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_does_not_lead_never_judges_a_membership_change() {
     let c = Cluster::start_with("members-judged", 300, 600).await;

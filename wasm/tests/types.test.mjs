@@ -75,6 +75,7 @@ for (const pkg of ['node', 'web']) {
       'usage(): Usage;',
       'maxEvents(): number;',
       'holders(lock: string): Holder[];',
+      'hold(session: U64, lock: string): Holder | null;',
       'waiters(lock: string): Waiter[];',
       'session(id: U64): SessionInfo | null;',
       'leader(election: string): Leader | null;',

@@ -795,7 +795,7 @@ class Config:
 
 @dataclass(frozen=True)
 class Usage:
-    """Rows in use: open sessions, live lock entries, holds plus waits."""
+    """Rows in use: open sessions, live lock entries, claims (holds, waits and watches)."""
     sessions: int
     locks: int
     claims: int
@@ -803,16 +803,16 @@ class Usage:
 
 @dataclass(frozen=True)
 class SessionInfo:
-    """A live session. `last_request` is None before its first request number; `label`
-    is "" for a session opened without one."""
+    """A live session: its holds, waits and watches counted. `last_request` is None
+    before its first request number; `label` is "" for a session opened without one."""
     id: int
     ttl: int
     expires_at: int
     last_request: Optional[int]
     holds: int
     waits: int
-    watches: int
     label: str = ""
+    watches: int = 0
 
 
 @dataclass(frozen=True)
@@ -1654,7 +1654,7 @@ class Service(_Handle):
                 return None
             self._check(code)
         return SessionInfo(s.id, s.ttl, s.expires_at, s.last_request or None, s.holds, s.waits,
-                           s.watches, _text(s.label, s.label_len))
+                           _text(s.label, s.label_len), s.watches)
 
     def _list(self, fn: str, ctype: Any, *args: Any) -> list[Any]:
         with self._mutex, self._in_call:

@@ -932,7 +932,8 @@ static void semaphores_labels_and_watches(void) {
         is_permits(hs[0].mode, hs[0].count, hs[0].limit, 2, 3) && hs[0].label_len == 8 &&
         strcmp(hs[0].label, "worker-a") == 0);
   /* One session's hold, without listing every holder: a's is its hold; b only waits,
-   * w only watches, 99 is no session and "none" no lock, so each has none (zeroed). */
+   * w only watches, 99 is no session and "none" no lock, so each has none (its fields
+   * zeroed). */
   bool held = false;
   fencelock_holder h1;
   memset(&h1, 0x5a, sizeof h1);
@@ -948,8 +949,10 @@ static void semaphores_labels_and_watches(void) {
           h1.count == 0 && h1.limit == 0 && h1.label_len == 0 && h1.label[0] == 0);
   }
   held = true;
+  memset(&h1, 0x5a, sizeof h1);
   OK(fencelock_service_hold(svc, a, S("none"), &held, &h1));
-  CHECK(!held);
+  CHECK(!held && h1.session == 0 && h1.token == 0 && h1.mode == FENCELOCK_MODE_NONE &&
+        h1.label_len == 0);
   EXPECT(fencelock_service_hold(svc, a, S("pool"), NULL, &h1), FENCELOCK_RESULT_NULL_PARAMETER);
   EXPECT(fencelock_service_hold(svc, a, S("pool"), &held, NULL), FENCELOCK_RESULT_NULL_PARAMETER);
   EXPECT(fencelock_service_hold(svc, a, NULL, 4, &held, &h1), FENCELOCK_RESULT_NULL_PARAMETER);
