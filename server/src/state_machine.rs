@@ -1435,16 +1435,7 @@ pub fn restore_into(
         data: postcard::to_allocvec(&data).map_err(|e| io::Error::other(e.to_string()))?,
     };
     crate::settings::record(dir, &settings)?;
-    let bytes = encode_snap_file(&f)?;
-    let tmp = dir.join("snapshot.tmp");
-    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
-    {
-        let mut file = crate::disk::create_private_file(&tmp).map_err(named)?;
-        file.write_all(&bytes).map_err(named)?;
-        file.sync_all().map_err(named)?;
-    }
-    fs::rename(&tmp, dir.join("snapshot.bin")).map_err(named)?;
-    sync_dir(dir)?;
+    write_snap_file(dir, &f)?;
     Ok(at)
 }
 
@@ -2011,7 +2002,7 @@ impl StateMachine {
     }
 }
 
-/// Writes `f` as `snapshot.bin` in `dir` unless the file already holds a newer snapshot
+/// [`write_snap_file`] of `f` unless `dir`'s file already holds a newer snapshot
 /// (`shared.persisted`, held meanwhile, so two writers take turns). Errors: the I/O error,
 /// naming the file. Cost: O(snapshot size) and two fsyncs (the file, the directory).
 fn persist(shared: &Shared, dir: &Path, f: &SnapFile) -> io::Result<()> {
@@ -2019,6 +2010,17 @@ fn persist(shared: &Shared, dir: &Path, f: &SnapFile) -> io::Result<()> {
     if *persisted > f.meta.last_log_id {
         return Ok(());
     }
+    write_snap_file(dir, f)?;
+    *persisted = f.meta.last_log_id;
+    let last = *persisted;
+    shared.persisted_tx.send_modify(|p| p.persisted = last);
+    Ok(())
+}
+
+/// Writes `f` as `dir/snapshot.bin`, whole or not at all: into `snapshot.tmp`, fsynced,
+/// renamed over it, the directory fsynced. Errors: the I/O error, naming the file. Cost:
+/// O(snapshot size) and two fsyncs.
+fn write_snap_file(dir: &Path, f: &SnapFile) -> io::Result<()> {
     let bytes = encode_snap_file(f)?;
     let tmp = dir.join("snapshot.tmp");
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
@@ -2028,11 +2030,7 @@ fn persist(shared: &Shared, dir: &Path, f: &SnapFile) -> io::Result<()> {
         file.sync_all().map_err(named)?;
     }
     fs::rename(&tmp, dir.join("snapshot.bin")).map_err(named)?;
-    sync_dir(dir)?;
-    *persisted = f.meta.last_log_id;
-    let last = *persisted;
-    shared.persisted_tx.send_modify(|p| p.persisted = last);
-    Ok(())
+    sync_dir(dir)
 }
 
 /// Fsyncs `dir` itself (so a rename into it is durable). Errors: the I/O error, naming
