@@ -1662,10 +1662,10 @@ fencelock_result fencelock_service_holders(const struct fencelock_service *svc,
 
 // `session`'s hold of the lock named by `lock[..lock_len]`: `*held` true and `*holder`
 // the hold (as `fencelock_service_holders` writes one) while the session holds it; false
-// and the fields of `*holder` zeroed (`mode` `NONE`) otherwise (no such hold, a wait or watch only, or a session or
-// lock that is not open). For a holder that wants to know whether it still holds one
-// lock without listing every holder of a semaphore. Errors add `INVALID_UTF8`.
-// Cost: O(name length).
+// and the fields of `*holder` zeroed (`mode` `NONE`) otherwise (no such hold, a wait or
+// watch only, or a session or lock that is not open). For a holder that wants to know
+// whether it still holds one lock without listing every holder of a semaphore. Errors
+// add `INVALID_UTF8`. Cost: O(name length).
 //
 // # Safety
 // `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes (it is copied first, so

@@ -34,11 +34,11 @@ use crate::handle::{call, check, end, last_error, tag_first, Handle, HandleState
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{
     aligned, arg, buf, buf_len, bytes, check_array_len, fencelock_capacity, fencelock_config,
-    fencelock_holder, fencelock_leader, fencelock_mode, fencelock_name, fencelock_op,
-    fencelock_op_kind, fencelock_output, fencelock_permits, fencelock_reply,
-    fencelock_session_info, fencelock_usage, fencelock_waiter, label_buf, list_out, mode_arg,
-    mode_out, name, name_copy, name_key, op_mode, out, put, set, wait_arg, write_list,
-    FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
+    fencelock_holder, fencelock_leader, fencelock_name, fencelock_op, fencelock_op_kind,
+    fencelock_output, fencelock_permits, fencelock_reply, fencelock_session_info, fencelock_usage,
+    fencelock_waiter, holder_out, label_buf, list_out, mode_arg, mode_out, name, name_copy,
+    name_key, no_holder, op_mode, out, put, set, wait_arg, write_list, FENCELOCK_FRAME_PREFIX_LEN,
+    FENCELOCK_MAX_FRAME_LEN,
 };
 
 type Service = LockService<LabeledSliceStorage<'static>>;
@@ -2304,19 +2304,9 @@ pub unsafe extern "C" fn fencelock_service_holders(
             |h, (lock, dst)| {
                 write_list(dst, || {
                     let lock = lock.get();
-                    lock.into_iter().flat_map(|l| h.svc.holders(l)).map(|x| {
-                        let (mode, count, limit) = mode_out(x.mode);
-                        let (label_len, label) = label_buf(x.label.as_str());
-                        fencelock_holder {
-                            session: x.session.0,
-                            token: x.token.0,
-                            mode,
-                            count,
-                            limit,
-                            label_len,
-                            label,
-                        }
-                    })
+                    lock.into_iter()
+                        .flat_map(|l| h.svc.holders(l))
+                        .map(|x| holder_out(&x))
                 })
             },
         )
@@ -2325,10 +2315,10 @@ pub unsafe extern "C" fn fencelock_service_holders(
 
 /// `session`'s hold of the lock named by `lock[..lock_len]`: `*held` true and `*holder`
 /// the hold (as `fencelock_service_holders` writes one) while the session holds it; false
-/// and the fields of `*holder` zeroed (`mode` `NONE`) otherwise (no such hold, a wait or watch only, or a session or
-/// lock that is not open). For a holder that wants to know whether it still holds one
-/// lock without listing every holder of a semaphore. Errors add `INVALID_UTF8`.
-/// Cost: O(name length).
+/// and the fields of `*holder` zeroed (`mode` `NONE`) otherwise (no such hold, a wait or
+/// watch only, or a session or lock that is not open). For a holder that wants to know
+/// whether it still holds one lock without listing every holder of a semaphore. Errors
+/// add `INVALID_UTF8`. Cost: O(name length).
 ///
 /// # Safety
 /// `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes (it is copied first, so
@@ -2352,22 +2342,7 @@ pub unsafe extern "C" fn fencelock_service_hold(
             |h, (lock, is, dst)| {
                 let x = lock.get().and_then(|l| h.svc.hold(SessionId(session), l));
                 put(is, x.is_some());
-                let (mode, count, limit) = x
-                    .as_ref()
-                    .map_or((fencelock_mode::None, 0, 0), |x| mode_out(x.mode));
-                let (label_len, label) = label_buf(x.as_ref().map_or("", |x| x.label.as_str()));
-                set(
-                    dst,
-                    fencelock_holder {
-                        session: x.as_ref().map_or(0, |x| x.session.0),
-                        token: x.as_ref().map_or(0, |x| x.token.0),
-                        mode,
-                        count,
-                        limit,
-                        label_len,
-                        label,
-                    },
-                )
+                set(dst, x.as_ref().map_or_else(no_holder, holder_out))
             },
         )
     }

@@ -4,7 +4,7 @@ use core::ffi::c_char;
 use core::ptr::addr_of_mut;
 
 use fencelock::{
-    Change, Lease, Mode, Output, ReleaseReason, Reply, Wait, MAX_LABEL_LEN, MAX_NAME_LEN,
+    Change, Holder, Lease, Mode, Output, ReleaseReason, Reply, Wait, MAX_LABEL_LEN, MAX_NAME_LEN,
 };
 
 use crate::result::{fencelock_result, Fail};
@@ -747,6 +747,35 @@ pub struct fencelock_holder {
     pub label_len: usize,
     /// The holder's session label, NUL-terminated (trust `label_len`).
     pub label: [c_char; FENCELOCK_LABEL_BUF_LEN],
+}
+
+/// A core hold as the C struct (`holders`, `hold`). Cost: O(label length).
+pub(crate) fn holder_out(x: &Holder) -> fencelock_holder {
+    let (mode, count, limit) = mode_out(x.mode);
+    let (label_len, label) = label_buf(x.label.as_str());
+    fencelock_holder {
+        session: x.session.0,
+        token: x.token.0,
+        mode,
+        count,
+        limit,
+        label_len,
+        label,
+    }
+}
+
+/// No hold (`hold` of a session that holds no such lock): every field zero, `mode` `NONE`.
+pub(crate) fn no_holder() -> fencelock_holder {
+    let (label_len, label) = label_buf("");
+    fencelock_holder {
+        session: 0,
+        token: 0,
+        mode: fencelock_mode::None,
+        count: 0,
+        limit: 0,
+        label_len,
+        label,
+    }
 }
 
 /// One waiter for a lock.
