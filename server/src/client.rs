@@ -95,12 +95,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fencelock::{Holder, Mode, Output, Permits, SessionInfo, Token, Waiter};
-use tokio::io::{AsyncRead, AsyncWrite, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::auth::{OpenKey, Principal, SessionSecret};
-use crate::frame::{self, MAX_SERVER_FRAME};
+use crate::frame::{self, MAX_CLIENT_FRAME, MAX_SERVER_FRAME};
 use crate::protocol::{
     ClientError, ClientFrame, ListedSession, Reply, Request, ServerFrame, SessionsPage, WaitSpec,
 };
@@ -112,6 +112,12 @@ type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Reply, ClientError>
 /// snapshot save`'s default limit): a backup said to be larger is refused before its pages
 /// are taken. [`Client::backup_within`] takes another limit.
 pub const MAX_BACKUP_BYTES: u64 = 1 << 30;
+
+/// How long one backup or export page is waited for, at least (a longer
+/// [`Timeouts::reply`] stands): the leader builds each page after waiting for its rebuild
+/// turn (`NodeConfig::rebuild_turn_wait_ms`, 30 s by default), then rebuilds the state
+/// from its snapshot and log.
+pub const PAGE_REPLY_TIME: Duration = Duration::from_secs(60);
 
 type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
 type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
@@ -312,11 +318,13 @@ pub struct Timeouts {
     /// and never answers (a stopped process's backlog) costs no more.
     pub connect: Duration,
     /// How long one attempt waits for its reply before the connection is dropped and the
-    /// request retried (elsewhere, if the node is gone). Membership changes wait 30 s.
+    /// request retried (elsewhere, if the node is gone). Membership changes wait 30 s, and
+    /// backup and export pages at least [`PAGE_REPLY_TIME`].
     pub reply: Duration,
     /// How long one call keeps retrying (redirects, lost connections, `Unavailable`)
     /// before it fails with the last error. Checked before each attempt, so a call can
-    /// take up to `retry_for` plus one attempt, and an attempt on a new connection is
+    /// take up to `retry_for` plus one attempt (a call that waits for another call's
+    /// connect waits no longer than its own `retry_for`), and an attempt on a new connection is
     /// more than `connect + reply`: the connect (`connect`), a TLS handshake (at most
     /// `connect`), the token's answer (`reply`), each attached session's re-attaching
     /// keep-alive (`reply` each), then the request (`reply`) — with a token and one
@@ -504,8 +512,19 @@ impl Client {
         self.inner.changed.send_modify(|v| *v += 1);
     }
 
-    async fn connect(&self) -> Result<Arc<Conn>, ClientError> {
-        let _g = self.inner.connect_lock.lock().await;
+    /// The live connection, or a new one to the next node. One caller connects at a time;
+    /// the others wait for it, until `deadline` (the end of their own retry period: a
+    /// connect that hangs must not hold every caller behind it past theirs).
+    ///
+    /// Errors: `Unavailable` (no connection, or `deadline` passed while another caller
+    /// connected), the connect's own (`Unauthenticated`, `Forbidden`, `BadRequest`).
+    async fn connect(&self, deadline: Instant) -> Result<Arc<Conn>, ClientError> {
+        let Ok(_g) = tokio::time::timeout_at(deadline.into(), self.inner.connect_lock.lock()).await
+        else {
+            return Err(ClientError::Unavailable(
+                "another call's connect took the rest of the retry time".into(),
+            ));
+        };
         if let Some(c) = self.st().conn.clone() {
             if *c.alive.borrow() {
                 return Ok(c);
@@ -596,7 +615,14 @@ impl Client {
                         Some(inner) => Client { inner }.note(o, epoch),
                         None => break None,
                     },
-                    ServerFrame::Malformed(_) => break None,
+                    ServerFrame::Malformed(why) => {
+                        // The node drops the connection; what it said is the only trace
+                        // of why (a limit of its own below this client's, a request an
+                        // older node cannot read).
+                        let why: String = why.chars().take(200).collect();
+                        tracing::warn!("a node refused a request as malformed: {why:?}");
+                        break None;
+                    }
                 }
             };
             // Fail whatever is still waiting: the caller retries elsewhere. A node of
@@ -730,12 +756,31 @@ impl Client {
         written: Option<&AtomicBool>,
     ) -> Result<Reply, ClientError> {
         // A membership change may wait for a learner to catch up (the node allows it 5
-        // request timeouts, 15 s by default): wait longer than the node does.
+        // request timeouts, 15 s by default): wait longer than the node does. A backup or
+        // export page waits for the leader's rebuild turn (30 s by default), then rebuilds
+        // the state: as long again.
         let wait = match req {
             Request::AddLearner { .. } | Request::SetVoters { .. } => Duration::from_secs(30),
+            Request::Backup { .. } | Request::Export { .. } => {
+                self.inner.reply_timeout.max(PAGE_REPLY_TIME)
+            }
             _ => self.inner.reply_timeout,
         };
         let id = self.inner.ids.fetch_add(1, Ordering::Relaxed);
+        // A frame past the limit every node takes by default is refused here, before it
+        // is marked written: a node would answer it `Malformed` and drop the connection,
+        // and a numbered request repeated on the next one would fail the same way, for
+        // good, holding up the session's later requests.
+        let bytes = frame::encode(&ClientFrame { id, req })
+            .map_err(|e| ClientError::BadRequest(format!("the request cannot be encoded: {e}")))?;
+        let len = bytes.len() - 4;
+        if len > MAX_CLIENT_FRAME as usize {
+            return Err(ClientError::BadRequest(format!(
+                "the request is {len} bytes encoded, past the {MAX_CLIENT_FRAME}-byte frame \
+                 limit of a node (a lock name is at most {} bytes)",
+                fencelock::MAX_NAME_LEN
+            )));
+        }
         let (tx, mut rx) = oneshot::channel();
         conn.pending
             .lock()
@@ -749,7 +794,8 @@ impl Client {
             if let Some(flag) = written {
                 flag.store(true, Ordering::SeqCst);
             }
-            frame::write(&mut *w, &ClientFrame { id, req }).await
+            w.write_all(&bytes).await?;
+            w.flush().await
         })
         .await
         .unwrap_or_else(|_| Err(std::io::Error::from(std::io::ErrorKind::TimedOut)));
@@ -774,6 +820,22 @@ impl Client {
         }
     }
 
+    /// `req` sent once on the connection of `epoch`, if that is still the client's: its
+    /// answer, or `None` when there is no such connection, or when the node did not answer
+    /// (the connection is then dropped, as for any call) or answered with an error.
+    /// Cost: one request.
+    async fn ask_on(&self, epoch: u64, req: Request) -> Option<Reply> {
+        let conn = self.st().conn.clone().filter(|c| c.epoch == epoch)?;
+        match self.send(&conn, req).await {
+            Ok(r) => Some(r),
+            Err(ClientError::NotLeader { .. } | ClientError::Unavailable(_)) => {
+                self.drop_conn(&conn);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
     /// Drops `conn` for good (a redirect, a timeout, an unavailable node): it is no
     /// longer used, its reader stops, and nothing it still delivers is taken
     /// ([`Client::note`]). Cost: O(requests pending on it).
@@ -793,10 +855,13 @@ impl Client {
     }
 
     /// Sends `req`, following redirects and retrying on lost connections and
-    /// unavailability for up to 15 s. Only send requests that are safe to repeat
-    /// (reads, keep-alives, or writes carrying a request number).
+    /// unavailability for up to [`Timeouts::retry_for`] (15 s by default). Only send
+    /// requests that are safe to repeat (reads, keep-alives, or writes carrying a request
+    /// number).
     ///
-    /// Errors: a core refusal or a bad request at once; `Unavailable` when retries ran out.
+    /// Errors: a core refusal or a bad request at once (among them a request whose frame
+    /// would pass a node's default limit, [`MAX_CLIENT_FRAME`] bytes: refused before it is
+    /// sent); `Unavailable` when retries ran out.
     pub async fn call(&self, req: Request) -> Result<Reply, ClientError> {
         self.call_on(req).await.map(|(r, _)| r)
     }
@@ -816,12 +881,23 @@ impl Client {
         let start = Instant::now();
         let mut last = ClientError::Unavailable("not tried".into());
         let mut hops = Hops::default();
+        // A connect's refusal says nothing of an earlier attempt that went out: once one
+        // did, the outcome is unknown whatever the last connect said (the caller must
+        // settle it, not take it as never applied).
+        let after_sent = |e: ClientError| match written {
+            Some(w) if w.load(Ordering::SeqCst) && !outcome_unknown(&e) => {
+                ClientError::Unavailable(format!(
+                    "{e}, after an attempt that went out (its outcome is unknown)"
+                ))
+            }
+            _ => e,
+        };
         while start.elapsed() < self.inner.retry_for {
-            let conn = match self.connect().await {
+            let conn = match self.connect(start + self.inner.retry_for).await {
                 Ok(c) => c,
                 // A refused token stays refused: no retry.
                 Err(e @ (ClientError::Unauthenticated | ClientError::Forbidden(_))) => {
-                    return Err(e)
+                    return Err(after_sent(e))
                 }
                 Err(e) => {
                     last = e;
@@ -847,13 +923,13 @@ impl Client {
                 Err(e) => return Err(e),
             }
         }
-        Err(last)
+        Err(after_sent(last))
     }
 
     /// Opens a session of `ttl_ms`, retrying on redirects and unavailability for up to
-    /// 15 s. Every attempt carries the same random idempotency key, so a retry after an
-    /// ambiguous failure (a reply lost with the leader) gets the session the first attempt
-    /// opened rather than a second one. The node scopes the key to this client's token
+    /// [`Timeouts::retry_for`] (15 s by default). Every attempt carries the same random
+    /// idempotency key, so a retry after an ambiguous failure (a reply lost with the
+    /// leader) gets the session the first attempt opened rather than a second one. The node scopes the key to this client's token
     /// ([`crate::auth::Principal`]): another token presenting it would open a session of
     /// its own.
     ///
@@ -1925,8 +2001,12 @@ impl Session {
     /// the acquire repeats its request number once reconnected and takes the core's
     /// answer: `Granted`, `Queued` (keep waiting), `WaitEnded` ([`Acquired::WaitEnded`]) or
     /// `HoldEnded` ([`Acquired::HoldEnded`]). The session's other numbered requests wait
-    /// until this returns (see the module docs). Cost: one replicated write, plus one per
-    /// reconnect while waiting.
+    /// until this returns (see the module docs). While queued with nothing from the node
+    /// for a reply timeout, it asks the node this session's hold (a linearizable read): a
+    /// node that does not answer (a hung process, whose connection stays open and
+    /// pushes nothing) or no longer leads is dropped, and the acquire repeats on the
+    /// next. Cost: one replicated write, plus one per reconnect while waiting, and one
+    /// read per reply timeout of quiet.
     ///
     /// An acquire that returns `Unavailable`, or whose future is dropped, is settled by
     /// the session's next numbered request (see the module docs): repeating this call
@@ -2026,6 +2106,7 @@ impl Session {
                 _ => return Err(ClientError::Unavailable("unexpected reply".into())),
             }
             // Queued: wait for a push, the session's end, or a lost connection.
+            let mut quiet_since = Instant::now();
             loop {
                 {
                     let mut st = self.client.st();
@@ -2051,8 +2132,26 @@ impl Session {
                 if self.client.epoch() != epoch || !self.client.connected() {
                     break;
                 }
+                // A node that stopped (a hung process, whose kernel keeps the connection
+                // open) pushes nothing and closes nothing, and a leader cut off from the
+                // others may no longer lead: after a reply timeout with nothing from it,
+                // ask it this session's hold, which only a live leader answers (a read,
+                // no write). No answer drops the connection, and the acquire asks again on
+                // the next; a hold found means a grant this loop has not seen: ask again.
+                if quiet_since.elapsed() >= self.client.inner.reply_timeout {
+                    let hold = Request::Hold {
+                        lock: key.1.clone(),
+                        session: self.id,
+                    };
+                    match self.client.ask_on(epoch, hold).await {
+                        Some(Reply::Hold(None)) => {}
+                        _ => break,
+                    }
+                    quiet_since = Instant::now();
+                    continue;
+                }
                 // Wake on any push or connection change; the timeout only re-checks the
-                // connection (no request is sent unless it changed).
+                // connection.
                 let _ = tokio::time::timeout(Duration::from_millis(500), changed.changed()).await;
             }
         }
@@ -3051,18 +3150,26 @@ mod tests {
     /// A node that accepts and then reads nothing holds a request's write, not only its
     /// reply: the write is bounded by the reply timeout too, and the call fails
     /// `Unavailable` instead of waiting for ever (here the connection's first frame, a
-    /// token of 8 MiB, cannot go out: the node's receive buffer is small and never read).
+    /// token of 60 KiB, may not go out whole: the node's receive buffer is small and never
+    /// read). A token past a frame's limit is refused before anything is sent.
     #[tokio::test]
     async fn a_node_that_reads_nothing_fails_the_call_within_its_timeouts() {
         let (addr, _held) = silent_node(Some(4096));
-        let client = Client::with_options(
-            vec![addr],
-            ClientOptions {
-                token: Some("t".repeat(8 << 20)),
-                timeouts: impatient(),
-                ..ClientOptions::default()
-            },
-        );
+        let with_token = |len| {
+            Client::with_options(
+                vec![addr.clone()],
+                ClientOptions {
+                    token: Some("t".repeat(len)),
+                    timeouts: impatient(),
+                    ..ClientOptions::default()
+                },
+            )
+        };
+        match within(with_token(8 << 20).holders("x")).await {
+            Err(ClientError::BadRequest(m)) => assert!(m.contains("frame limit"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let client = with_token(60 << 10);
         let start = Instant::now();
         let r = tokio::time::timeout(Duration::from_secs(10), client.holders("x"))
             .await
@@ -3453,6 +3560,278 @@ mod tests {
             assert_eq!(said(within(client.export(Default::default())).await), why);
         }
         node.abort();
+    }
+
+    /// A request whose frame would pass a node's default limit (a 70 000-byte lock name) is
+    /// refused by the client before it is written, and the session goes on: the node
+    /// would answer it `Malformed` and drop the connection, so it was retried as a lost
+    /// connection until the call's retries ran out, and every later numbered request of
+    /// the session repeated it first and failed the same way, for good.
+    #[tokio::test]
+    async fn a_request_past_the_frame_limit_is_refused_before_it_is_written() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let node = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            loop {
+                let (mut ar, mut aw) = accepted(&listener).await;
+                if seen.is_empty() {
+                    answer_open(&mut ar, &mut aw, 1, 1, 60_000).await;
+                    seen.push("open".to_string());
+                }
+                // A frame past the limit ends this connection (as a node drops it).
+                while let Ok(Some(f)) =
+                    frame::read::<_, ClientFrame>(&mut ar, MAX_CLIENT_FRAME).await
+                {
+                    let Request::Acquire { lock, .. } = f.req else {
+                        panic!("unexpected {:?}", f.req)
+                    };
+                    seen.push(lock);
+                    let reply = fencelock::Reply::Granted {
+                        mode: Mode::Exclusive,
+                        token: Token(5),
+                    };
+                    let done = Reply::Done {
+                        reply,
+                        now: 1,
+                        index: 2,
+                    };
+                    answer(&mut aw, f.id, Ok(done)).await;
+                    if seen.len() == 2 {
+                        return seen;
+                    }
+                }
+                seen.push("a frame past the limit".to_string());
+            }
+        });
+        let client = Client::with_timeouts(vec![addr], impatient());
+        let s = within(client.open_session(60_000)).await.expect("opened");
+        let long = "n".repeat(70_000);
+        match within(s.acquire(&long, Mode::Exclusive, WaitSpec::None)).await {
+            Err(ClientError::BadRequest(m)) => {
+                assert!(m.contains("past the 65536-byte frame limit"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let got = within(s.acquire("x", Mode::Exclusive, WaitSpec::None)).await;
+        assert_eq!(got, Ok(Acquired::Granted(Token(5))));
+        // Nothing but the open and the acquire of `x` reached the node.
+        assert_eq!(within(node).await.unwrap(), ["open", "x"]);
+    }
+
+    /// Calls waiting for another call's connect give up at the end of their own retry
+    /// time: here every connect hangs on a node that never answers the token (one reply
+    /// timeout, 1 s, each), and ten calls that may retry for 200 ms all fail within about
+    /// one connect. Each waited for every connect queued before its own, so the last
+    /// failed after about ten seconds.
+    #[tokio::test]
+    async fn a_call_waits_for_another_calls_connect_no_longer_than_its_retry_time() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let node = tokio::spawn(async move {
+            let mut held = Vec::new();
+            loop {
+                let (mut ar, aw) = accepted(&listener).await;
+                let f = next_request(&mut ar).await;
+                assert!(matches!(f.req, Request::Authenticate { .. }), "{:?}", f.req);
+                held.push((ar, aw)); // never answered
+            }
+        });
+        let client = Client::with_options(
+            vec![addr],
+            ClientOptions {
+                token: Some("t".into()),
+                timeouts: Timeouts {
+                    connect: Duration::from_millis(300),
+                    reply: Duration::from_secs(1),
+                    retry_for: Duration::from_millis(200),
+                    ..Timeouts::default()
+                },
+                ..ClientOptions::default()
+            },
+        );
+        let start = Instant::now();
+        let calls: Vec<_> = (0..10)
+            .map(|_| {
+                let c = client.clone();
+                tokio::spawn(async move { c.holders("x").await })
+            })
+            .collect();
+        for c in calls {
+            let r = within(c).await.unwrap();
+            assert!(matches!(r, Err(ClientError::Unavailable(_))), "{r:?}");
+        }
+        // One connect's reply timeout, plus the retry time; not ten connects.
+        let took = start.elapsed();
+        assert!(took < Duration::from_secs(5), "{took:?}");
+        node.abort();
+    }
+
+    /// A queued acquire on a node that stops answering (a hung process: the connection
+    /// stays open, nothing is pushed) asks the node its hold after a reply timeout, drops
+    /// the connection when no answer comes, and repeats its request on the next, where
+    /// the core answers that its wait ended. It waited for a push for ever.
+    #[tokio::test]
+    async fn a_queued_acquire_finds_out_that_its_node_stopped() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let node = tokio::spawn(async move {
+            let (mut ar, mut aw) = accepted(&listener).await;
+            answer_open(&mut ar, &mut aw, 1, 1, 60_000).await;
+            let f = next_request(&mut ar).await;
+            let Request::Acquire { request, .. } = f.req else {
+                panic!("{:?}", f.req)
+            };
+            let queued = fencelock::Reply::Queued {
+                mode: Mode::Exclusive,
+                position: 1,
+            };
+            let done = |reply| Reply::Done {
+                reply,
+                now: 1,
+                index: 2,
+            };
+            answer(&mut aw, f.id, Ok(done(queued))).await;
+            // Stopped: what comes is read, and never answered.
+            let f = next_request(&mut ar).await;
+            assert!(
+                matches!(&f.req, Request::Hold { lock, session: 1 } if lock == "x"),
+                "{:?}",
+                f.req
+            );
+            // The next connection: the acquire again, with its number, which the core
+            // answers as it stands now.
+            let (mut br, mut bw) = accepted(&listener).await;
+            let mut f = next_request(&mut br).await;
+            if matches!(f.req, Request::KeepAlive { .. }) {
+                let kept = fencelock::Reply::KeptAlive {
+                    expires_at: Tick(60_000),
+                };
+                answer(&mut bw, f.id, Ok(done(kept))).await;
+                f = next_request(&mut br).await;
+            }
+            assert!(
+                matches!(&f.req, Request::Acquire { request: r, .. } if *r == request),
+                "{:?}",
+                f.req
+            );
+            answer(&mut bw, f.id, Ok(done(fencelock::Reply::WaitEnded))).await;
+            (ar, aw, br, bw)
+        });
+        let client = Client::with_timeouts(vec![addr], impatient());
+        let s = within(client.open_session(60_000)).await.expect("opened");
+        let got = within(s.acquire("x", Mode::Exclusive, WaitSpec::ForMs(1000))).await;
+        assert_eq!(got, Ok(Acquired::WaitEnded));
+        let _conns = within(node).await.unwrap();
+    }
+
+    /// An acquire that went out, then met a node that refused the client's token on the
+    /// next connection, ends with its outcome unknown (`Unavailable`), not with the
+    /// refusal, which says nothing of the attempt that went out: so the acquire stays to
+    /// be settled, and its retry repeats its number. It ended `Unauthenticated`, taken as
+    /// never applied, and the wait or hold the first attempt may have left was forgotten.
+    #[tokio::test]
+    async fn a_refused_reconnect_leaves_an_acquire_that_went_out_unsettled() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let node = tokio::spawn(async move {
+            // First connection: the open, then an acquire that is read and never answered.
+            let (mut ar, mut aw) = accepted(&listener).await;
+            let f = next_request(&mut ar).await;
+            assert!(matches!(f.req, Request::Authenticate { .. }), "{:?}", f.req);
+            answer(&mut aw, f.id, Ok(Reply::Authenticated)).await;
+            answer_open(&mut ar, &mut aw, 1, 1, 60_000).await;
+            let f = next_request(&mut ar).await;
+            let Request::Acquire { request: first, .. } = f.req else {
+                panic!("{:?}", f.req)
+            };
+            drop((ar, aw));
+            // Then this node no longer takes the token.
+            let (mut br, mut bw) = accepted(&listener).await;
+            let f = next_request(&mut br).await;
+            assert!(matches!(f.req, Request::Authenticate { .. }), "{:?}", f.req);
+            answer(&mut bw, f.id, Err(ClientError::Unauthenticated)).await;
+            // Then it does again: the retry carries the first attempt's number.
+            let (mut cr, mut cw) = accepted(&listener).await;
+            loop {
+                let f = next_request(&mut cr).await;
+                let reply = match f.req {
+                    Request::Authenticate { .. } => Reply::Authenticated,
+                    Request::KeepAlive { .. } => Reply::Done {
+                        reply: fencelock::Reply::KeptAlive {
+                            expires_at: Tick(60_000),
+                        },
+                        now: 1,
+                        index: 3,
+                    },
+                    Request::Acquire { request, .. } => {
+                        assert_eq!(request, first, "the retry repeats the number");
+                        let granted = fencelock::Reply::Granted {
+                            mode: Mode::Exclusive,
+                            token: Token(9),
+                        };
+                        answer(&mut cw, f.id, done(granted)).await;
+                        return (br, bw, cr, cw);
+                    }
+                    other => panic!("{other:?}"),
+                };
+                answer(&mut cw, f.id, Ok(reply)).await;
+            }
+        });
+        let client = Client::with_options(
+            vec![addr],
+            ClientOptions {
+                token: Some("t".into()),
+                timeouts: Timeouts {
+                    retry_for: Duration::from_millis(500),
+                    ..impatient()
+                },
+                ..ClientOptions::default()
+            },
+        );
+        let s = within(client.open_session(60_000)).await.expect("opened");
+        match within(s.acquire("x", Mode::Exclusive, WaitSpec::None)).await {
+            Err(ClientError::Unavailable(m)) => {
+                assert!(m.contains("after an attempt that went out"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let got = within(s.acquire("x", Mode::Exclusive, WaitSpec::None)).await;
+        assert_eq!(got, Ok(Acquired::Granted(Token(9))));
+        let _conns = within(node).await.unwrap();
+    }
+
+    /// A backup or export page is waited for [`PAGE_REPLY_TIME`] at least, whatever the
+    /// client's reply timeout: the leader may wait for its rebuild turn and rebuild the
+    /// state for each page. With the reply timeout (300 ms here) the page was given up,
+    /// and the connection the client's sessions share with it dropped.
+    #[tokio::test]
+    async fn a_page_is_waited_for_longer_than_a_reply() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let node = tokio::spawn(async move {
+            let (mut ar, mut aw) = accepted(&listener).await;
+            let f = next_request(&mut ar).await;
+            assert!(matches!(f.req, Request::Export { .. }), "{:?}", f.req);
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let page = crate::protocol::ExportPage {
+                lines: vec![crate::export::line("{}".into())],
+                total: 1,
+                from_index: 1,
+                to_index: 1,
+                span: None,
+                node: 1,
+            };
+            answer(&mut aw, f.id, Ok(Reply::Export(page))).await;
+            (ar, aw)
+        });
+        let client = Client::with_timeouts(vec![addr], impatient());
+        let (lines, page) = within(client.export(Default::default()))
+            .await
+            .expect("the page, late");
+        assert_eq!(lines.len(), 1);
+        assert_eq!(page.node, 1);
+        let _conn = within(node).await.unwrap();
     }
 
     /// A new connection re-attaches its sessions side by side, not one replicated

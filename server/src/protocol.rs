@@ -585,7 +585,10 @@ pub enum ClientError {
     /// The request was malformed (a bad lock name in a read, a bad node address…). A core
     /// input's lock name is the core's to check (`Core` errors, in the core's order), except
     /// one longer than [`fencelock::MAX_NAME_LEN`] bytes, which no input can carry: that is
-    /// refused before any other check, as `Core(name_too_long)`.
+    /// refused before any other check, as `Core(name_too_long)` — when its request fits a
+    /// frame; one that does not ([`crate::frame::MAX_CLIENT_FRAME`] bytes by default) is
+    /// answered `Malformed` and its connection closed, and [`crate::client::Client`]
+    /// refuses such a request itself, as `BadRequest`, before sending it.
     BadRequest(String),
     /// A limit of this node refused the request, or its answer; `kind` names the limit, a
     /// stable word. Every kind but `reply_too_large` refuses before anything is proposed

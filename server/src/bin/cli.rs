@@ -69,7 +69,7 @@ use fencelock::{Change, Mode, Output, ReleaseReason};
 use fencelock_server::auth::Principal;
 use fencelock_server::client::{
     Acquired, Client, ClientOptions, HoldEnded, LeaseGuard, LeaseInstant, Members, Session,
-    Timeouts,
+    Timeouts, PAGE_REPLY_TIME,
 };
 use fencelock_server::membership::MAX_MEMBERS;
 use fencelock_server::ops::STEPPED_BACK;
@@ -699,13 +699,7 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Backup { file, max_bytes } => {
-            // A page is up to 4 MiB and the leader rebuilds the state for each: more time
-            // for one answer than a read's few bytes need.
-            let timeouts = Timeouts {
-                reply: opts.timeout().max(BACKUP_PAGE_TIME),
-                ..opts.client_timeouts()
-            };
-            let (bytes, page) = opts.with(timeouts).backup_within(0, max_bytes).await?;
+            let (bytes, page) = opts.page_client().backup_within(0, max_bytes).await?;
             write_synced(&file, &bytes)?;
             emit(&format!(
                 "saved {} ({} bytes, log index {}) from node {}, the leader\n",
@@ -729,7 +723,7 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
                 from_time,
                 to_time,
             };
-            let (lines, page) = opts.client().export(window).await?;
+            let (lines, page) = opts.page_client().export(window).await?;
             let mut text = lines.join("\n");
             text.push('\n');
             match &output {
@@ -772,9 +766,6 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
         }
     }
 }
-
-/// How long `backup` waits for one page's answer at least (`--timeout-ms` when longer).
-const BACKUP_PAGE_TIME: Duration = Duration::from_secs(60);
 
 /// Writes `bytes` to `path` whole or not at all ([`fencelock_server::disk::write_file_synced`]:
 /// `path.tmp` made anew, 0600 — an export or a backup needs an admin token, so it is the
@@ -844,6 +835,16 @@ impl Opts {
         })
     }
 
+    /// The client of `backup` and `export`: a page is up to 4 MiB and the leader waits for
+    /// its rebuild turn, then rebuilds the state, for each, so one answer is waited for
+    /// [`PAGE_REPLY_TIME`] at least, `--timeout-ms` when longer.
+    fn page_client(&self) -> Client {
+        self.with(Timeouts {
+            reply: self.timeout().max(PAGE_REPLY_TIME),
+            ..self.client_timeouts()
+        })
+    }
+
     fn with(&self, timeouts: Timeouts) -> Client {
         self.with_addrs(self.addrs(), timeouts)
     }
@@ -889,6 +890,7 @@ impl Opts {
     fn session_client(&self) -> Client {
         let mut t = Timeouts::for_ttl(self.ttl_ms);
         t.connect = t.connect.min(self.connect_timeout());
+        t.reply = t.reply.min(self.timeout());
         t.retry_for = t.retry_for.min(self.timeout());
         self.with(t)
     }
