@@ -22,8 +22,12 @@ struct Guarded<D> {
 ///
 /// In-memory data has no rollback: a write that returns `Err` must leave `D` as it found
 /// it (the gate records nothing). A write that panics poisons the fence: every later call
-/// answers [`FenceError::Storage`], since `D` may be half-written. A [`read`](Self::read)
-/// that panics does not: it had `D` only to read.
+/// that reaches the gate or `D` answers [`FenceError::Storage`], since `D` may be
+/// half-written (an input refused before that, an empty name or token 0, is still refused
+/// as such). A [`read`](Self::read) that panics does not: it had `D` only to read.
+///
+/// A write or read runs under the fence's mutex: its closure must not use the same fence
+/// (through a clone), which would wait for that mutex for ever on its own thread.
 ///
 /// **Resource names others choose** (a shared store's tenants, names taken from
 /// requests): make the fence with [`with_name_key`](Self::with_name_key) and a secret key

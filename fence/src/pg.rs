@@ -400,9 +400,11 @@ impl PgFence {
         if ours.is_none() {
             tx.batch_execute(&create(&table))
                 .map_err(|e| StorageError::new("create the fence table", e))?;
-        } else {
-            check_table(&mut tx, &table)?;
         }
+        // Checked after the create as well: `IF NOT EXISTS` does nothing if a table of
+        // that name was committed since the look-up (by hand, or by a tool the advisory
+        // lock does not hold back), and what is there now is what every write will use.
+        check_table(&mut tx, &table)?;
         tx.commit()
             .map_err(|e| StorageError::new("create the fence table", e))?;
         // Not prepared: a named prepared statement lives on one server connection, and

@@ -169,12 +169,27 @@ impl SqliteFence {
     ///
     /// Errors: [`StorageError`] if the file cannot be opened or set up, or stays in
     /// another journal mode (an in-memory database, a VFS without shared memory): set up
-    /// such a connection yourself and pass it to [`SqliteFence::new`]. Cost: a file open
-    /// and two statements.
+    /// such a connection yourself and pass it to [`SqliteFence::new`]; and `new`'s. A
+    /// `main.fencelock_fence` of another shape ([`NOT_OUR_TABLE`](Self::NOT_OUR_TABLE)) is
+    /// refused before the switch to WAL, which would outlive the refusal. Cost: a file
+    /// open and three statements, then `new`'s.
     pub fn open(path: impl AsRef<Path>, busy: Duration) -> Result<Self, StorageError> {
         let conn = Connection::open(path).map_err(|e| StorageError::new("open the database", e))?;
         conn.busy_timeout(busy)
             .map_err(|e| StorageError::new("set the busy timeout", e))?;
+        // A fence table of another shape is refused before the switch to WAL, which
+        // outlives the connection: a refused open leaves the file's journal mode as it was.
+        let exists: bool = conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM pragma_table_list
+                 WHERE schema = 'main' AND name = 'fencelock_fence' COLLATE NOCASE)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| StorageError::new("read the fence table's shape", e))?;
+        if exists {
+            check_table(&conn)?;
+        }
         let mode: String = conn
             .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
             .map_err(|e| StorageError::new("switch to WAL", e))?;

@@ -786,6 +786,27 @@ fn sqlite_fence_open_sets_wal_or_refuses() {
     assert!(e.to_string().contains("journal mode \"memory\""), "{e}");
 }
 
+/// `SqliteFence::open` refuses a fence table of another shape before it switches the file
+/// to WAL (a journal mode that outlives the connection): the refused file keeps its mode.
+#[test]
+fn sqlite_fence_open_refuses_a_foreign_table_before_switching_to_wal() {
+    let dir = common::TempDir::new("sqlite-foreign-wal");
+    let path = dir.path().join("foreign.db");
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute_batch("CREATE TABLE fencelock_fence (resource TEXT PRIMARY KEY, highest INTEGER)")
+        .unwrap();
+    drop(c);
+    let e = SqliteFence::open(&path, std::time::Duration::from_secs(1))
+        .err()
+        .expect("a table of another shape");
+    assert_eq!(e.what(), SqliteFence::NOT_OUR_TABLE, "{e}");
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let mode: String = c
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete", "the refused file's journal mode, as it was");
+}
+
 /// A statement error the write's closure catches and ignores leaves a PostgreSQL
 /// transaction aborted, where COMMIT answers ROLLBACK without an error: the fence reports
 /// a storage error, never `Ok` for a write and a raise that did not commit. A closure that
