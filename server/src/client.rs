@@ -899,6 +899,16 @@ impl Client {
                 Err(e @ (ClientError::Unauthenticated | ClientError::Forbidden(_))) => {
                     return Err(after_sent(e))
                 }
+                // A node that re-attaching found not leading: followed as any redirect,
+                // with its pauses, so that two nodes naming each other cost a few
+                // connections a second here too.
+                Err(ClientError::NotLeader { leader }) => {
+                    let pause = self.redirected(leader.clone(), &mut hops);
+                    last = ClientError::NotLeader { leader };
+                    let left = self.inner.retry_for.saturating_sub(start.elapsed());
+                    tokio::time::sleep(pause.min(left)).await;
+                    continue;
+                }
                 Err(e) => {
                     last = e;
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -3799,6 +3809,53 @@ mod tests {
         let got = within(s.acquire("x", Mode::Exclusive, WaitSpec::None)).await;
         assert_eq!(got, Ok(Acquired::Granted(Token(9))));
         let _conns = within(node).await.unwrap();
+    }
+
+    /// A node that answers the re-attaching keep-alive `NotLeader`, naming itself, is
+    /// followed with the redirect's pauses (50 ms doubling to 1 s): a few connections in
+    /// the call's second of retries. The re-attach path paused 50 ms each time, about
+    /// twenty connections a second, each dial and keep-alive again.
+    #[tokio::test]
+    async fn a_redirect_met_while_reattaching_is_followed_with_its_pauses() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let me = addr.clone();
+        let accepted_n = Arc::new(AtomicU64::new(0));
+        let count = accepted_n.clone();
+        let node = tokio::spawn(async move {
+            let (mut ar, mut aw) = accepted(&listener).await;
+            answer_open(&mut ar, &mut aw, 1, 1, 60_000).await;
+            drop((ar, aw));
+            loop {
+                let (mut r, mut w) = accepted(&listener).await;
+                count.fetch_add(1, Ordering::SeqCst);
+                let f = next_request(&mut r).await;
+                assert!(matches!(f.req, Request::KeepAlive { .. }), "{:?}", f.req);
+                let leader = Some(me.clone());
+                answer(&mut w, f.id, Err(ClientError::NotLeader { leader })).await;
+            }
+        });
+        let client = Client::with_timeouts(
+            vec![addr],
+            Timeouts {
+                retry_for: Duration::from_secs(1),
+                ..impatient()
+            },
+        );
+        let _s = within(client.open_session(60_000)).await.expect("opened");
+        // Wait for the first connection to be seen closed, then call.
+        let mut changed = client.inner.changed.subscribe();
+        while client.connected() {
+            within(changed.changed()).await.unwrap();
+        }
+        let r = within(client.holders("x")).await;
+        assert!(matches!(r, Err(ClientError::NotLeader { .. })), "{r:?}");
+        let n = accepted_n.load(Ordering::SeqCst);
+        assert!(
+            (2..=10).contains(&n),
+            "{n} connections in a second of retries"
+        );
+        node.abort();
     }
 
     /// A backup or export page is waited for [`PAGE_REPLY_TIME`] at least, whatever the
