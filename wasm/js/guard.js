@@ -7,8 +7,13 @@
 // space back: a few thousand of them used up the shared stack and every later call, on
 // every object of the module, trapped. So every method here is judged in JS first: a
 // freed object, or one in a call, is refused with a coded error (`bad_argument`) before
-// anything enters wasm. The typed fast paths run no caller code while they run, so they
-// only check; every other method marks its object busy for the length of its call. The
+// anything enters wasm. The typed fast paths run no caller code of their own, so they
+// mark no object busy: while one runs, every method of every object is refused instead
+// (one flag, cheaper than the Set below). Only a Proxy used as `this` runs code in one (its
+// trap, at each read of the object's pointer: one comes after the name is written into the
+// service's buffer), and that code may neither use the service, which would overwrite the
+// name or free the service under the call, nor any other. Every other method marks its
+// object busy for the length of its call. The
 // object must be an instance of the method's own class (a FenceGate lent as `this` to a
 // LockService method would hand wasm a pointer to the wrong kind of object). The busy mark
 // is kept by the object's pointer in a Set, not on the object, so a frozen object is
@@ -50,12 +55,24 @@
     [SessionKeeper, SessionKeeperFinalization],
   ]);
   const CHECK_ONLY = new Set(['acquireFast', 'releaseFast', 'acquireFastId', 'releaseFastId']);
+  // A typed fast call is running (see above), from its first step: the read of the
+  // object's pointer that judges it is a Proxy's trap too.
+  let inFast = false;
+  const notInFast = () => {
+    if (inFast) {
+      throw refused(`invalid argument: a typed fast call is running (a Proxy's trap called the module from it)`);
+    }
+  };
   for (const cls of [LockService, FenceGate, SessionKeeper]) {
     const p = cls.prototype;
     const kind = cls.name;
     const clean = registry.get(cls);
     // The object's pointer, once judged live and not in a call.
     const judge = (o) => {
+      notInFast();
+      return pointer(o);
+    };
+    const pointer = (o) => {
       const ptr = o instanceof cls ? o.__wbg_ptr : 0;
       if (!ptr) {
         throw refused(`invalid argument: this ${kind} was freed (or is no ${kind})`);
@@ -90,8 +107,14 @@
       const guarded = CHECK_ONLY.has(name)
         ? {
             [name](...args) {
-              judge(this);
-              return apply(f, this, args);
+              notInFast();
+              inFast = true;
+              try {
+                pointer(this);
+                return apply(f, this, args);
+              } finally {
+                inFast = false;
+              }
             },
           }[name]
         : {

@@ -398,3 +398,41 @@ test('a Proxy of an object, or an object made from it, may call it but not free 
   assert.equal(reentered, 1, "a Proxy's call during the object's own is refused");
   svc.free();
 });
+
+// A typed fast call through a Proxy reads the object's pointer through the Proxy's trap,
+// once after the name is written into the service's buffer. A trap that uses the module
+// then is refused, whatever it calls: a fast call of its own would overwrite the name (the
+// outer call acquired "othe", the first four bytes of the trap's name, for "mine"), and a
+// free would hand wasm a freed object.
+test('a Proxy trap that calls the module during a typed fast call is refused, and the call stands', () => {
+  const svc = new LockService({ sessions: 2, locks: 4, claims: 4 });
+  const s = svc.openSession(0, 100).reply.session;
+  const refusals = [];
+  const attempt = (f) => {
+    try {
+      f();
+    } catch (e) {
+      refusals.push(e.code === 'bad_argument' && /fast call is running/.test(e.message));
+    }
+  };
+  let trapping = false;
+  const view = new Proxy(svc, {
+    get(target, key, receiver) {
+      if (trapping && key === '__wbg_ptr') {
+        attempt(() => target.acquireFast(1, s, 'other', 0, 0));
+        attempt(() => target.releaseFastId(1, s, 0));
+        attempt(() => target.tick(1));
+        attempt(() => target.free());
+      }
+      return Reflect.get(target, key, receiver);
+    },
+  });
+  trapping = true;
+  assert.equal(view.acquireFast(1, s, 'mine', 0, 0), 3, 'granted');
+  assert.equal(view.releaseFast(1, s, 'mine'), 6, 'released');
+  trapping = false;
+  assert.ok(refusals.length >= 8 && refusals.every(Boolean), JSON.stringify(refusals));
+  assert.ok(!svc.locks().some((l) => l.startsWith('othe')), `neither 'othe' nor 'other': ${svc.locks()}`);
+  assert.equal(svc.acquireFast(2, s, 'other', 0, 0), 3, 'the service is whole and usable');
+  svc.free();
+});
