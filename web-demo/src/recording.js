@@ -148,9 +148,13 @@ export class Recorder {
    * stands but the recorder stops: it throws for it and for every later call, as its
    * lines no longer follow the service.
    */
-  handle(input) {
+  handle(given) {
     this.#usable();
-    json(input); // a bigint cannot be recorded: refuse before applying
+    // Read once, as the text it is recorded as (a bigint cannot be recorded: refused before
+    // anything is applied): what is applied is what is recorded, even from an object whose
+    // getters answer differently each time they are read.
+    const text = json(given);
+    const input = text === undefined ? undefined : JSON.parse(text);
     this.#admissible(input?.now, true);
     this.#deadlineFits(input);
     let answer;
@@ -339,11 +343,14 @@ export function parseRecording(text) {
   if (!isObj(header.config)) throw new RecordingError(1, 'the header has no config');
   if (!unhex(header.snapshot)) throw new RecordingError(1, 'the header\'s snapshot is not hex');
   let last = 0;
+  const tickMs = 'tick_ms' in header ? header.tick_ms : DEFAULT_TICK_MS;
   const entries = body.map((o, i) => {
     const n = i + 2;
     if ('end' in o) throw new RecordingError(n, header.version >= 2 ? 'an end line before the last line' : 'an end line in a recording of version 1, which has none');
     if (!isU(o.now)) throw new RecordingError(n, '"now" is not a non-negative integer');
     if (o.now < last) throw new RecordingError(n, `"now" goes back (${o.now} after ${last})`);
+    // The page writes a time in milliseconds, exactly: past 2^53 - 1 ms it no longer could.
+    if (o.now * tickMs > Number.MAX_SAFE_INTEGER) throw new RecordingError(n, `"now" is ${o.now} ticks of ${tickMs} ms, past 2^53 - 1 ms: the longest time this page shows exactly`);
     last = o.now;
     if ('admit' in o) {
       only(o, ['now', 'admit', 'result', 'highest'], n, 'a storage line');

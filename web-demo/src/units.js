@@ -50,6 +50,8 @@ export function axisTicks(t0, T, tickMs = DEFAULT_TICK_MS, most = 12) {
       break;
     }
   }
-  for (let n = Math.ceil(from / step); n * step <= to; n += 1) out.push({ t: (n * step) / tickMs, label: axisLabel(n * step) });
+  // At most `most` + 1 labels fit the step; the count bounds the loop too, so a time past
+  // 2^53 ms (where `n += 1` may leave `n * step` as it was) cannot keep it going.
+  for (let n = Math.ceil(from / step); n * step <= to && out.length <= most; n += 1) out.push({ t: (n * step) / tickMs, label: axisLabel(n * step) });
   return out;
 }

@@ -285,11 +285,13 @@ export class World {
    */
   requeue(node) {
     if (!node.alive) return;
-    const lines = new Map(); // lock -> the core's waiters, read once per input
+    // lock -> each waiting session's place in the core's queue, read once per input (a map,
+    // so that a recording with thousands of waiters costs O(waiters) an input, not their square)
+    const lines = new Map();
     for (const c of Object.values(this.clients)) {
       if (c.group !== node.group || c.waiting == null || c.waitLock == null || c.status === 'dead' || !c.session) continue;
-      if (!lines.has(c.waitLock)) lines.set(c.waitLock, node.core.waiters(c.waitLock));
-      const i = lines.get(c.waitLock).findIndex((q) => q.session === c.session);
+      if (!lines.has(c.waitLock)) lines.set(c.waitLock, new Map(node.core.waiters(c.waitLock).map((q, at) => [q.session, at])));
+      const i = lines.get(c.waitLock).get(c.session) ?? -1;
       if (i < 0 || i + 1 === c.waiting) continue; // granted or gone: the outputs said so
       c.waiting = i + 1;
       const label = `queued #${c.waiting}`;

@@ -275,6 +275,37 @@ test('the header\'s tick_ms: written by the Recorder when asked, a second when a
   svc.free?.();
 });
 
+test('the Recorder reads an input once: what it applies is what it records', () => {
+  const svc = new api.LockService({ sessions: 2, locks: 4, claims: 4 });
+  const rec = new Recorder(svc, { source: 'getters' });
+  const s = rec.handle({ kind: 'open_session', now: 0, ttl: 5 }).reply.session;
+  let reads = 0;
+  const names = ['a', 'b', 'c', 'd'];
+  const input = { kind: 'acquire', now: 1, session: s, get lock() { return names[reads++]; }, mode: 'exclusive', wait: 'none' };
+  rec.handle(input);
+  const recorded = JSON.parse(rec.lines.at(-1).split('\t')[0]).input.lock;
+  assert.deepEqual(svc.locks(), [recorded], 'the lock applied is the one recorded');
+  assert.equal(reads, 1);
+  verifyRecording(api, rec.text());
+  svc.free?.();
+});
+
+test('a time past 2^53 - 1 ms is refused by line, and an axis near it still ends', () => {
+  // a day a tick: line 3's now is 2^53 - 1 ms and fits; a day later does not
+  const svc = new api.LockService({ sessions: 2, locks: 1, claims: 2 });
+  const r = new Recorder(svc, { source: 'day ticks', tickMs: 86400000 });
+  r.handle({ kind: 'tick', now: 0 });
+  r.handle({ kind: 'tick', now: 104249991 });
+  assert.equal(verifyRecording(api, r.text()).tickMs, 86400000);
+  const later = lie(r.text(), 3, (b) => b.replaceAll('104249991', '104249992'));
+  refuses(later, 3, /"now" is 104249992 ticks of 86400000 ms, past 2\^53 - 1 ms/);
+  // one tick of 1 ms near 2^53: the labels are bounded even where `n += 1` no longer moves
+  // `n * step` (this ran for ever, filling memory)
+  assert.ok(axisTicks(104249990, 104249991, 86400000).length <= 13);
+  assert.ok(axisTicks(9e15, 9e15 + 1, 60000, 12).length <= 13);
+  svc.free?.();
+});
+
 test('times are written in the recording\'s unit, exactly: seconds a tick by default, ms and s for a 1 ms tick', () => {
   // a second a tick: as the page always wrote it
   assert.equal(fmtTime(1500), '1500 s');

@@ -60,19 +60,24 @@ export function replayScene(rec, name, { lock } = {}) {
   const tokenOwner = (w) => (w.custom.tokenOwner ??= new Map());
 
   /**
-   * Whose write a token is, asked of the core first: the session it lists as holding some
-   * lock with that token (a hold from before the recording began included); else the
-   * recorded grant or release that named it (a hold that has ended); else null — a token
-   * the page cannot place.
+   * Whose write a token is: the recorded grant (or release) that named it, held while the
+   * core still lists that session's hold of that lock with that token (one read); else the
+   * session the core lists as holding some lock with that token (a hold from before the
+   * recording began: every lock is looked at, but only for a token no line named); else
+   * null — a token the page cannot place.
    */
   function placeToken(w, token) {
     const core = w.nodes.svc.core;
+    const owner = tokenOwner(w).get(token);
+    if (owner) {
+      const h = core.hold(owner.session, owner.lock);
+      return { ...owner, held: h != null && Number(h.token) === token };
+    }
     for (const l of core.locks()) {
       const h = core.holders(l).find((x) => Number(x.token) === token);
       if (h) return { session: Number(h.session), lock: l, held: true };
     }
-    const owner = tokenOwner(w).get(token);
-    return owner ? { ...owner, held: false } : null;
+    return null;
   }
 
   function ensureClient(w, s) {
