@@ -770,9 +770,11 @@ pub unsafe extern "C" fn fencelock_service_layout_watchers(
     })
 }
 
-/// Creates a service inside `mem` (for embedders without malloc: a static array, an
-/// arena). This library allocates nothing for it, ever: events queue in a fixed ring
-/// inside `mem`, and the core refuses an input with `BUFFER_TOO_SMALL` (changing
+/// Creates a service inside `mem` (for embedders that keep its memory themselves: a
+/// static array, an arena). Its tables and events are all in `mem`, and its inputs,
+/// drains and reads allocate nothing (this call adds its address to the library's small
+/// set of placed services, and error texts are formatted on the heap: see the README):
+/// events queue in a fixed ring inside `mem`, and the core refuses an input with `BUFFER_TOO_SMALL` (changing
 /// nothing) while the ring has less room than the most events that input could emit
 /// (`fencelock_service_max_events`): drain the ring and send it again. An empty ring
 /// always has room. Size `mem` with `fencelock_service_layout_watchers` for the config's

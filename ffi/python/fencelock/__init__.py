@@ -1019,6 +1019,18 @@ def _new(fn: Callable[..., int], *args: Any) -> C.c_void_p:
     return h
 
 
+def _adopt(cls: Any, h: C.c_void_p, make: Callable[[], Any]) -> Any:
+    """`make()`, the object of `cls` over the new handle `h`; should it raise (a subclass
+    whose __init__ takes other arguments), `h` is freed first: no object holds it, so
+    nothing else would (and a placed service's memory would go with the exception while
+    the library still counted the service live)."""
+    try:
+        return make()
+    except BaseException:
+        getattr(_lib, cls._free)(h)
+        raise
+
+
 class Op:
     """One input of a batch for Service.submit, made by the constructors below; each
     takes the arguments of the Service method of its name except `now` (the batch has
@@ -1202,8 +1214,9 @@ class Service(_Handle):
                max_name_len: int = MAX_NAME_LEN,
                max_watchers: int = DEFAULT_MAX_WATCHERS) -> Service:
         """A service inside one block of memory this object owns
-        (fencelock_service_init_in): the library allocates nothing for it, and its events
-        queue in a fixed ring, so an input the ring has no room for is refused with
+        (fencelock_service_init_in): its tables are all in that block (the library keeps
+        only the block's address, in its set of placed services), and its events queue
+        in a fixed ring, so an input the ring has no room for is refused with
         BUFFER_TOO_SMALL (nothing changed). This wrapper drains the ring after every call,
         so that never happens here. Errors: as Service(), BAD_CONFIG also when the block
         cannot be allocated. Cost: as Service()."""
@@ -1211,7 +1224,7 @@ class Service(_Handle):
         size, align = cls.layout(sessions, locks, claims, max_watchers)
         mem, at = cls._place(size, align)
         h = _new(_lib.fencelock_service_init_in, at, size, C.byref(cfg))
-        return cls(0, 0, 0, _handle=h, _memory=mem)
+        return _adopt(cls, h, lambda: cls(0, 0, 0, _handle=h, _memory=mem))
 
     @classmethod
     def restore_placed(cls, snapshot: Union[bytes, bytearray, memoryview], sessions: int,
@@ -1229,7 +1242,7 @@ class Service(_Handle):
         mem, at = cls._place(size, align)
         cap = cls._capacity(sessions, locks, claims)
         h = _new(_lib.fencelock_service_restore_in, at, size, C.byref(cap), raw, len(raw))
-        return cls(0, 0, 0, _handle=h, _memory=mem)
+        return _adopt(cls, h, lambda: cls(0, 0, 0, _handle=h, _memory=mem))
 
     @classmethod
     def restore(cls, snapshot: Union[bytes, bytearray, memoryview], sessions: int, locks: int,
@@ -1253,7 +1266,7 @@ class Service(_Handle):
             k = _bytes(key, "key")
             h = _new(_lib.fencelock_service_restore_keyed, C.byref(cap), raw, len(raw), k,
                      len(k))
-        return cls(0, 0, 0, _handle=h)
+        return _adopt(cls, h, lambda: cls(0, 0, 0, _handle=h))
 
     # --- inputs: each takes now first, returns the reply with the events beside it
 
@@ -1472,11 +1485,15 @@ class Service(_Handle):
         answers: list[Any] = []
         events: list[Event] = []
         with self._mutex, self._in_call:
+            # Read once: a close made from inside this call (a signal handler, a __del__
+            # the collector runs between two rounds) takes effect for later calls, and
+            # must not cut this one short with ops applied and events taken.
+            h = self._ptr()
             at = 0
             while True:
                 done = _SIZE()
                 code = _lib.fencelock_service_submit(
-                    self._ptr(), t, C.addressof(arr) + at * C.sizeof(_Op), n - at,
+                    h, t, C.addressof(arr) + at * C.sizeof(_Op), n - at,
                     C.addressof(replies) + at * C.sizeof(_Reply),
                     C.addressof(results) + at * C.sizeof(C.c_uint32), C.byref(done))
                 for i in range(at, at + done.value):
@@ -1762,7 +1779,7 @@ class Gate(_Handle):
         else:
             k = _bytes(key, "key")
             h = _new(_lib.fencelock_gate_restore_keyed, cap, raw, len(raw), k, len(k))
-        return cls(0, _handle=h)
+        return _adopt(cls, h, lambda: cls(0, _handle=h))
 
     def admit(self, resource: Name, token: int) -> None:
         """Admits a write carrying `token`: it becomes the highest seen, or STALE is raised
