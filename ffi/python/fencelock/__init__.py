@@ -936,6 +936,9 @@ class _Handle:
     def __init__(self, handle: C.c_void_p, keep: Any = None) -> None:
         self._h = handle
         self._mutex = threading.RLock()
+        # Marked taken before its finalizer exists (see _adopt): an interruption between
+        # the two leaks the handle rather than letting it be freed twice.
+        handle._taken = True
         # The finalizer holds the handle (and a placed service's memory, which must
         # outlive it), never the object itself; and the handle's lock, so that it never
         # frees the handle under a call another thread is making (at interpreter exit it
@@ -1020,14 +1023,16 @@ def _new(fn: Callable[..., int], *args: Any) -> C.c_void_p:
 
 
 def _adopt(cls: Any, h: C.c_void_p, make: Callable[[], Any]) -> Any:
-    """`make()`, the object of `cls` over the new handle `h`; should it raise (a subclass
-    whose __init__ takes other arguments), `h` is freed first: no object holds it, so
-    nothing else would (and a placed service's memory would go with the exception while
-    the library still counted the service live)."""
+    """`make()`, the object of `cls` over the new handle `h`; should it raise before an
+    object took `h` (a subclass whose __init__ takes other arguments), `h` is freed
+    first: nothing else would (and a placed service's memory would go with the exception
+    while the library still counted the service live). One that took it (its __init__
+    raised after the base class's) frees it when collected, as any object does."""
     try:
         return make()
     except BaseException:
-        getattr(_lib, cls._free)(h)
+        if not getattr(h, "_taken", False):
+            getattr(_lib, cls._free)(h)
         raise
 
 

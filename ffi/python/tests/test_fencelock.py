@@ -648,6 +648,12 @@ def test_a_handle_a_subclass_cannot_take_is_freed():
         def __init__(self, name):
             super().__init__(2)
 
+    class Late(fl.Service):
+        # Takes the handle, then raises: freed once, by the object's own finalizer.
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            raise RuntimeError("after the base class")
+
     freed = []
     reals = {name: getattr(fl._lib, name) for name in ("fencelock_service_free",
                                                        "fencelock_gate_free")}
@@ -669,6 +675,11 @@ def test_a_handle_a_subclass_cannot_take_is_freed():
             with pytest.raises(TypeError):
                 make()
             assert len(freed) == 1 and freed[0][1], freed
+        freed.clear()
+        with pytest.raises(RuntimeError):
+            Late.restore(snap, 2, 2, 2)
+        gc.collect()
+        assert len(freed) == 1 and freed[0][1], freed
     finally:
         for name, real in reals.items():
             setattr(fl._lib, name, real)
