@@ -1952,6 +1952,9 @@ impl Session {
         make: impl Fn(u64) -> Request,
         done_by: Option<Withdrew>,
     ) -> Result<Option<fencelock::Reply>, ClientError> {
+        if let Some(lock) = input_lock(&make(0)) {
+            carried(lock)?;
+        }
         let background = g.settled.take();
         let (n, written) = match self.retry_of(g, &make) {
             Some(taken) => taken,
@@ -2035,6 +2038,7 @@ impl Session {
         mode: Mode,
         wait: WaitSpec,
     ) -> Result<Acquired, ClientError> {
+        carried(lock)?;
         let key = (self.id, lock.to_string());
         let (mut g, abandoned) = self.begin().await;
         g.settled = None;
@@ -2578,6 +2582,33 @@ impl LeaseGuard {
 /// are read. Cost: O(1).
 fn for_a_while(e: &ClientError) -> bool {
     matches!(e, ClientError::Limit { kind, .. } if kind == "unwritten_lists")
+}
+
+/// The lock a session input names. Cost: O(1).
+fn input_lock(req: &Request) -> Option<&str> {
+    match req {
+        Request::Acquire { lock, .. }
+        | Request::Release { lock, .. }
+        | Request::Cancel { lock, .. }
+        | Request::Watch { lock, .. }
+        | Request::Unwatch { lock, .. } => Some(lock),
+        _ => None,
+    }
+}
+
+/// Refuses a lock name no input can carry (longer than [`fencelock::MAX_NAME_LEN`]
+/// bytes) as a node does, before any other check: `Core(name_too_long)`. Refused here,
+/// before the request is numbered, it is never sent: a node whose frame limit is below
+/// the request's would drop the connection instead of answering, and a numbered request
+/// repeated on every connection after would hold up the session's later ones. Cost:
+/// O(1), or O(name length) to refuse.
+fn carried(lock: &str) -> Result<(), ClientError> {
+    if lock.len() <= fencelock::MAX_NAME_LEN {
+        return Ok(());
+    }
+    fencelock::LockName::new(lock)
+        .map(|_| ())
+        .map_err(|e| ClientError::Core(e.into()))
 }
 
 /// Whether `e` leaves a request's outcome unknown: it may or may not have been applied
@@ -3572,9 +3603,11 @@ mod tests {
         node.abort();
     }
 
-    /// A request whose frame would pass a node's default limit (a 70 000-byte lock name) is
-    /// refused by the client before it is written, and the session goes on: the node
-    /// would answer it `Malformed` and drop the connection, so it was retried as a lost
+    /// A lock name no input can carry (70 000 bytes) is refused by the client as a node
+    /// refuses it, `Core(name_too_long)`, before the request is numbered, and a request
+    /// whose frame would pass a node's limit for another reason (a label) is refused
+    /// `BadRequest` before it is written; the session goes on. The node answered such a
+    /// frame `Malformed` and dropped the connection, so it was retried as a lost
     /// connection until the call's retries ran out, and every later numbered request of
     /// the session repeated it first and failed the same way, for good.
     #[tokio::test]
@@ -3618,6 +3651,26 @@ mod tests {
         let s = within(client.open_session(60_000)).await.expect("opened");
         let long = "n".repeat(70_000);
         match within(s.acquire(&long, Mode::Exclusive, WaitSpec::None)).await {
+            Err(ClientError::Core(e)) => assert_eq!(e.kind, "name_too_long"),
+            other => panic!("{other:?}"),
+        }
+        for r in [
+            within(s.release(&long)).await.map(|_| ()),
+            within(s.watch(&long)).await.map(|_| ()),
+            within(s.cancel(&long)).await,
+            within(s.unwatch(&long)).await,
+        ] {
+            assert!(
+                matches!(&r, Err(ClientError::Core(e)) if e.kind == "name_too_long"),
+                "{r:?}"
+            );
+        }
+        // A frame past the limit for another reason (a label) is refused before it is
+        // sent, as `BadRequest`.
+        match within(client.open_labeled(60_000, &long))
+            .await
+            .map(|s| s.id())
+        {
             Err(ClientError::BadRequest(m)) => {
                 assert!(m.contains("past the 65536-byte frame limit"), "{m}")
             }

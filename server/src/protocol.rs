@@ -587,8 +587,9 @@ pub enum ClientError {
     /// one longer than [`fencelock::MAX_NAME_LEN`] bytes, which no input can carry: that is
     /// refused before any other check, as `Core(name_too_long)` — when its request fits a
     /// frame; one that does not ([`crate::frame::MAX_CLIENT_FRAME`] bytes by default) is
-    /// answered `Malformed` and its connection closed, and [`crate::client::Client`]
-    /// refuses such a request itself, as `BadRequest`, before sending it.
+    /// answered `Malformed` and its connection closed. [`crate::client::Client`] refuses
+    /// a session input's over-long name itself, as `Core(name_too_long)`, and any request
+    /// past the default frame limit as `BadRequest`, before sending either.
     BadRequest(String),
     /// A limit of this node refused the request, or its answer; `kind` names the limit, a
     /// stable word. Every kind but `reply_too_large` refuses before anything is proposed
