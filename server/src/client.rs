@@ -517,7 +517,8 @@ impl Client {
     /// connect that hangs must not hold every caller behind it past theirs).
     ///
     /// Errors: `Unavailable` (no connection, or `deadline` passed while another caller
-    /// connected), the connect's own (`Unauthenticated`, `Forbidden`, `BadRequest`).
+    /// connected), the connect's own (`Unauthenticated`, `Forbidden`, `BadRequest`), and
+    /// `NotLeader` from a re-attaching keep-alive (its hint is then the next address).
     async fn connect(&self, deadline: Instant) -> Result<Arc<Conn>, ClientError> {
         let Ok(_g) = tokio::time::timeout_at(deadline.into(), self.inner.connect_lock.lock()).await
         else {

@@ -102,6 +102,8 @@ export class Recorder {
       if (capacity[k] > LIMITS.rows) throw new RangeError(`a recording's core has at most ${LIMITS.rows} ${k}, this service ${capacity[k]}`);
     }
     this.svc = svc;
+    /** A tick in ms, as a reader takes it: a line's `now` times it must be exact (below 2^53). */
+    this.tickMs = tickMs ?? DEFAULT_TICK_MS;
     this.lines = [];
     this.bytes = 0;
     /** The latest `now` written: a line's `now` never goes back (the reader refuses it). */
@@ -138,6 +140,7 @@ export class Recorder {
     if (this.lines.length + 2 > LIMITS.lines) throw new RangeError(`a recording has at most ${LIMITS.lines} lines, its end line included: this one is full`);
     const own = service ? Number(this.svc.now()) : -1;
     if (typeof now === 'number' && now < this.last && now >= own) throw new RangeError(`a recording's times never go back: now ${now} after ${this.last}`);
+    if (typeof now === 'number' && now * this.tickMs > Number.MAX_SAFE_INTEGER) throw new RangeError(`a recording's times are at most 2^53 - 1 ms: now ${now} is ticks of ${this.tickMs} ms past it`);
   }
 
   /**

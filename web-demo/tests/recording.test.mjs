@@ -299,6 +299,10 @@ test('a time past 2^53 - 1 ms is refused by line, and an axis near it still ends
   assert.equal(verifyRecording(api, r.text()).tickMs, 86400000);
   const later = lie(r.text(), 3, (b) => b.replaceAll('104249991', '104249992'));
   refuses(later, 3, /"now" is 104249992 ticks of 86400000 ms, past 2\^53 - 1 ms/);
+  // the recorder writes only what the reader reads: it refuses that tick before applying it
+  const before = Number(svc.now());
+  assert.throws(() => r.handle({ kind: 'tick', now: 104249992 }), RangeError);
+  assert.equal(Number(svc.now()), before, 'nothing applied');
   // one tick of 1 ms near 2^53: the labels are bounded even where `n += 1` no longer moves
   // `n * step` (this ran for ever, filling memory)
   assert.ok(axisTicks(104249990, 104249991, 86400000).length <= 13);
