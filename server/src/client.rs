@@ -296,6 +296,10 @@ struct Inner {
     changed: watch::Sender<u64>,
     pushes: broadcast::Sender<Output>,
     connect_lock: tokio::sync::Mutex<()>,
+    /// The connection (its epoch) a live leader last answered a waiting acquire's probe
+    /// on, and when ([`Client::leads`]): one probe a reply timeout serves every acquire
+    /// waiting on that connection.
+    probed: tokio::sync::Mutex<Option<(u64, Instant)>>,
     /// How long one call keeps retrying before giving up.
     retry_for: Duration,
     /// How long one TCP connect may take.
@@ -413,6 +417,7 @@ impl Client {
                 changed,
                 pushes,
                 connect_lock: tokio::sync::Mutex::new(()),
+                probed: tokio::sync::Mutex::new(None),
                 retry_for: timeouts.retry_for,
                 connect_timeout: timeouts.connect,
                 reply_timeout: timeouts.reply,
@@ -819,6 +824,23 @@ impl Client {
             Ok(Err(_)) => Err(ClientError::Unavailable("connection lost".into())),
             Err(_) => Err(ClientError::Unavailable("no reply".into())),
         }
+    }
+
+    /// Whether the connection of `epoch` still reaches a live leader, asked with `req` (a
+    /// read only a live leader answers) — once a reply timeout for every acquire waiting
+    /// on it: the others wait for the probe in flight and take its answer, so a client of
+    /// a thousand waiting acquires sends one read a reply timeout, not a thousand. No
+    /// answer drops the connection ([`Client::ask_on`]). Cost: at most one request.
+    async fn leads(&self, epoch: u64, req: Request) -> bool {
+        let mut probed = self.inner.probed.lock().await;
+        if probed.is_some_and(|(e, at)| e == epoch && at.elapsed() < self.inner.reply_timeout) {
+            return true;
+        }
+        let alive = self.ask_on(epoch, req).await.is_some();
+        if alive {
+            *probed = Some((epoch, Instant::now()));
+        }
+        alive
     }
 
     /// `req` sent once on the connection of `epoch`, if that is still the client's: its
@@ -2019,8 +2041,9 @@ impl Session {
     /// for a reply timeout, it asks the node this session's hold (a linearizable read): a
     /// node that does not answer (a hung process, whose connection stays open and
     /// pushes nothing) or no longer leads is dropped, and the acquire repeats on the
-    /// next. Cost: one replicated write, plus one per reconnect while waiting, and one
-    /// read per reply timeout of quiet.
+    /// next (one such read a reply timeout serves all the client's acquires waiting on
+    /// the connection). Cost: one replicated write, plus one per reconnect while waiting,
+    /// and at most one read per reply timeout of quiet.
     ///
     /// An acquire that returns `Unavailable`, or whose future is dropped, is settled by
     /// the session's next numbered request (see the module docs): repeating this call
@@ -2150,17 +2173,17 @@ impl Session {
                 // A node that stopped (a hung process, whose kernel keeps the connection
                 // open) pushes nothing and closes nothing, and a leader cut off from the
                 // others may no longer lead: after a reply timeout with nothing from it,
-                // ask it this session's hold, which only a live leader answers (a read,
-                // no write). No answer drops the connection, and the acquire asks again on
-                // the next; a hold found means a grant this loop has not seen: ask again.
+                // ask it (this session's hold of the lock: a read only a live leader
+                // answers, allowed to any token that may acquire the lock; one probe for
+                // all the client's waiting acquires). No answer drops the connection, and
+                // the acquire asks again on the next.
                 if quiet_since.elapsed() >= self.client.inner.reply_timeout {
                     let hold = Request::Hold {
                         lock: key.1.clone(),
                         session: self.id,
                     };
-                    match self.client.ask_on(epoch, hold).await {
-                        Some(Reply::Hold(None)) => {}
-                        _ => break,
+                    if !self.client.leads(epoch, hold).await {
+                        break;
                     }
                     quiet_since = Instant::now();
                     continue;
@@ -3909,6 +3932,70 @@ mod tests {
             (2..=10).contains(&n),
             "{n} connections in a second of retries"
         );
+        node.abort();
+    }
+
+    /// The acquires a client has waiting on one connection share one probe a reply
+    /// timeout: four of them, waiting 2.2 s (300 ms reply timeouts), cost about four
+    /// reads, not four times as many.
+    #[tokio::test]
+    async fn waiting_acquires_share_one_probe() {
+        const N: u64 = 4;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let probes = Arc::new(AtomicU64::new(0));
+        let count = probes.clone();
+        let node = tokio::spawn(async move {
+            let (mut ar, mut aw) = accepted(&listener).await;
+            let mut opened = 0u64;
+            loop {
+                let f = next_request(&mut ar).await;
+                let reply = match f.req {
+                    Request::Open { .. } => {
+                        opened += 1;
+                        Reply::Opened {
+                            reply: fencelock::Reply::Opened {
+                                session: SessionId(opened),
+                                expires_at: Tick(60_000),
+                            },
+                            secret: SessionSecret([opened as u8; 16]),
+                            now: 1,
+                            index: 1,
+                        }
+                    }
+                    Request::Acquire { .. } => Reply::Done {
+                        reply: fencelock::Reply::Queued {
+                            mode: Mode::Exclusive,
+                            position: 1,
+                        },
+                        now: 1,
+                        index: 2,
+                    },
+                    Request::Hold { .. } => {
+                        count.fetch_add(1, Ordering::SeqCst);
+                        Reply::Hold(None)
+                    }
+                    other => panic!("{other:?}"),
+                };
+                answer(&mut aw, f.id, Ok(reply)).await;
+            }
+        });
+        let client = Client::with_timeouts(vec![addr], impatient());
+        let mut waiting = Vec::new();
+        for _ in 0..N {
+            let s = within(client.open_session(60_000)).await.expect("opened");
+            waiting.push(tokio::spawn(async move {
+                s.acquire("x", Mode::Exclusive, WaitSpec::Forever).await
+            }));
+        }
+        // Each wakes every 500 ms and probes once quiet for 300 ms: four rounds in 2.2 s,
+        // one probe each when shared, sixteen when not.
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        let n = probes.load(Ordering::SeqCst);
+        assert!((2..=8).contains(&n), "{n} probes");
+        for w in waiting {
+            w.abort();
+        }
         node.abort();
     }
 
