@@ -685,6 +685,16 @@ def test_a_handle_a_subclass_cannot_take_is_freed():
             setattr(fl._lib, name, real)
 
 
+def _handing_over(a, b):
+    """Ops that hand JOB between sessions `a` and `b` twenty times: `a` takes it, then each
+    round the other queues and the holder releases (a grant event each)."""
+    ops = [fl.Op.acquire(a, JOB)]
+    for i in range(20):
+        holder, waiter = (a, b) if i % 2 == 0 else (b, a)
+        ops += [fl.Op.acquire(waiter, JOB, wait="forever"), fl.Op.release(holder, JOB)]
+    return ops
+
+
 def test_a_close_made_during_a_batch_takes_effect_after_it():
     # The batch stops for the queue's room and is submitted again; a close made between
     # the rounds (here by the event drain, as a signal handler or a __del__ could) waits
@@ -693,10 +703,7 @@ def test_a_close_made_during_a_batch_takes_effect_after_it():
     svc = fl.Service(2, 2, 2, max_watchers=0)
     svc.set_event_limit(2 + 2 * 2)
     a, b = (svc.open_session(0, 1000).session for _ in range(2))
-    ops = [fl.Op.acquire(a, JOB)]
-    for i in range(20):
-        holder, waiter = (a, b) if i % 2 == 0 else (b, a)
-        ops += [fl.Op.acquire(waiter, JOB, wait="forever"), fl.Op.release(holder, JOB)]
+    ops = _handing_over(a, b)
     drain = svc._events
 
     def closing_drain():
@@ -718,11 +725,7 @@ def test_a_batch_goes_on_past_a_full_queue_and_raises_only_for_time():
         a, b = (svc.open_session(0, 1000).session for _ in range(2))
         # Every release grants the other session: one event each, more than the queue
         # holds; the wrapper drains where the library stops and submits the rest.
-        ops = [fl.Op.acquire(a, JOB)]
-        for i in range(20):
-            holder, waiter = (a, b) if i % 2 == 0 else (b, a)
-            ops += [fl.Op.acquire(waiter, JOB, wait="forever"), fl.Op.release(holder, JOB)]
-        got = svc.submit(1, ops)
+        got = svc.submit(1, _handing_over(a, b))
         assert [x.kind for x in got.answers] == ["granted"] + ["queued", "released"] * 20
         assert [e.token for e in got.events] == list(range(2, 22))
         assert svc.pending() == 0
