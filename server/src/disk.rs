@@ -443,6 +443,24 @@ impl DiskHealth {
     }
 }
 
+/// An empty buffer with room for `len` bytes, or `OutOfMemory` when that much cannot be
+/// had — a file far larger than the memory (sparse, or a wrong one) is refused with an
+/// error naming its size instead of aborting the process, as a failed allocation does.
+/// Cost: one allocation.
+fn room_for(len: u64) -> io::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    usize::try_from(len)
+        .ok()
+        .and_then(|n| v.try_reserve_exact(n).ok())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!("a file of {len} bytes: no memory to read it into"),
+            )
+        })?;
+    Ok(v)
+}
+
 /// Reads the whole file at `path` if it is at most `cap` bytes: the one way the server
 /// reads a file it did not just write (tokens, TLS keys and certificates, the settings
 /// file, snapshots and backups), so a wrong path (`/dev/zero`, a log named as a
@@ -456,8 +474,9 @@ impl DiskHealth {
 ///
 /// Errors: the I/O error, its kind kept (`NotFound` included, so a caller can tell a
 /// missing file); `FileTooLarge` past the cap, saying the size and the cap (the caller
-/// names the file); `InvalidInput` for a FIFO or a socket. Cost: O(min(file, cap)) bytes
-/// read and held.
+/// names the file); `InvalidInput` for a FIFO or a socket; `OutOfMemory` when room for
+/// the file's size cannot be had ([`room_for`]: a sparse or damaged file read under a
+/// large cap). Cost: O(min(file, cap)) bytes read and held.
 pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
@@ -497,7 +516,7 @@ pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
     if len > cap {
         return Err(too_large(len));
     }
-    let mut bytes = Vec::with_capacity(len as usize);
+    let mut bytes = room_for(len)?;
     file.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > cap {
         return Err(too_large(bytes.len() as u64));
@@ -526,6 +545,18 @@ pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The room a file's read takes is asked for, never demanded: a size no allocation
+    /// can give is `OutOfMemory`, naming the size, where a plain allocation would abort
+    /// the process; a size it can give is given in full.
+    #[test]
+    fn room_for_a_file_too_large_for_memory_is_an_error() {
+        let e = room_for(u64::MAX).expect_err("reserved");
+        assert_eq!(e.kind(), io::ErrorKind::OutOfMemory);
+        assert!(e.to_string().contains(&u64::MAX.to_string()), "{e}");
+        let v = room_for(4096).unwrap();
+        assert!(v.is_empty() && v.capacity() >= 4096);
+    }
 
     /// A file written whole goes through a temporary name that is never its own (a backup
     /// saved as `x.tmp` was removed before the new one was written) nor another file's (two

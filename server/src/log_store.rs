@@ -1065,7 +1065,7 @@ impl LogStore {
         // a failing disk), not only the directory the node was started on.
         let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
         // It holds the credentials of open sessions: this user's only.
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .mode(0o600)
             .read(true)
             .write(true)
@@ -1082,15 +1082,23 @@ impl LogStore {
                 format!("{}: not a regular file", path.display()),
             ));
         }
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(named)?;
+        // The header first, and one byte more (a file no longer than a header may be a new
+        // log's, `is_new_log`): a file of another kind is refused before the rest of it is
+        // read, since a wrong file at this path (a damaged copy, a planted one) may be of
+        // any size. The rest is read once the header is judged.
+        let mut bytes = Vec::with_capacity(FILE_HEADER_LEN + 1);
+        (&file)
+            .take(FILE_HEADER_LEN as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(named)?;
+        let fresh = is_new_log(&bytes);
         let bad = |msg: String| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("log {}: {msg}", path.display()),
             )
         };
-        if is_new_log(&bytes) {
+        if fresh {
             // Its header first, durable before anything relies on the file.
             let header = file_header(new_salt()?);
             file.set_len(0).map_err(named)?;
@@ -1137,6 +1145,10 @@ impl LogStore {
                 ))
             }
         };
+        if !fresh {
+            // After the header and the byte past it, read above.
+            (&file).read_to_end(&mut bytes).map_err(named)?;
+        }
         // What this store writes: version 4, under the file's salt, or a new one for the
         // rewrite of an older file.
         let out = match format {
@@ -1666,6 +1678,41 @@ mod tests {
             e.to_string().contains("raft.log: not a regular file"),
             "{e}"
         );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A file of another kind at `raft.log` (a damaged copy, a planted file: here one of
+    /// 256 MiB, sparse) is refused by its header before the rest of it is read: the open
+    /// reads a header's worth and a byte (counted by this thread's `rchar`, which counts
+    /// every byte a read returned), not the whole file into memory, and leaves it as it was.
+    #[test]
+    fn a_log_of_another_kind_is_refused_before_the_rest_of_it_is_read() {
+        let dir = std::env::temp_dir().join(format!("fl-log-foreign-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("raft.log");
+        fs::write(&path, b"NOT A FENCELOCK LOG AT ALL").unwrap();
+        let len = 256u64 << 20;
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len)
+            .unwrap();
+        let rchar = || {
+            let io = fs::read_to_string("/proc/thread-self/io").unwrap();
+            io.lines()
+                .find_map(|l| l.strip_prefix("rchar: "))
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap()
+        };
+        let before = rchar();
+        let e = LogStore::open(&dir).err().expect("refused");
+        let read = rchar() - before;
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        assert!(e.to_string().contains("header mismatch"), "{e}");
+        assert!(read < 1 << 20, "{read} bytes read of a {len}-byte file");
+        assert_eq!(fs::metadata(&path).unwrap().len(), len);
         let _ = fs::remove_dir_all(&dir);
     }
 

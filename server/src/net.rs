@@ -1564,6 +1564,13 @@ pub struct ClientPolicy {
     /// has in flight or attached; and how long a closing connection may take to flush
     /// what is left for it. Default [`READ_TIMEOUT`].
     pub read_timeout: Duration,
+    /// On a node with tokens, a connection that has had no token accepted this long after
+    /// it started (its TLS handshake done) is closed, counted as `auth_timeout`, whatever
+    /// it sends meanwhile: a request before the token is answered `Unauthenticated` and
+    /// reads nothing else, so a client that keeps sending such requests (or never reads
+    /// their answers) would otherwise hold its place until a new connection displaced it.
+    /// Default [`AUTH_TIMEOUT`].
+    pub auth_timeout: Duration,
     /// At most this many pushes queued for all client connections together (besides
     /// [`PUSH_BACKLOG`] for each): when a push finds them spent, the connection holding
     /// the most is closed ([`crate::state_machine::Hub`]). Default [`MAX_QUEUED_PUSHES`].
@@ -1594,6 +1601,11 @@ pub const MAX_CLIENT_PER_ADDR: usize = 512;
 /// The default idle timeout of a client connection that holds no session.
 pub const CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The default time a client connection to a node with tokens has to get one accepted
+/// ([`ClientPolicy::auth_timeout`]): 10 s, as long as [`READ_TIMEOUT`]. The client library
+/// sends its token first, so a connection of its needs one round trip.
+pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The default limit of a node's concurrent client connections: each costs a task, its
 /// buffers and up to [`PUSH_BACKLOG`] queued pushes (all of them together at most
 /// [`MAX_QUEUED_PUSHES`]), so their number is bounded too.
@@ -1611,6 +1623,7 @@ impl Default for ClientPolicy {
             max_frame: MAX_CLIENT_FRAME,
             idle_timeout: CLIENT_IDLE_TIMEOUT,
             read_timeout: READ_TIMEOUT,
+            auth_timeout: AUTH_TIMEOUT,
             max_queued_pushes: MAX_QUEUED_PUSHES,
             max_unwritten_list_bytes: MAX_UNWRITTEN_LIST_BYTES,
         }
@@ -1963,6 +1976,8 @@ async fn client_conn<R, W>(
     // in the per-token session quota until it is applied, and a rebuild its turn.
     let mut requests: tokio::task::JoinSet<()> = tokio::task::JoinSet::new();
     let mut proven = false;
+    // A connection to a node with tokens gets one accepted by then, or is closed.
+    let auth_by = tokio::time::Instant::now() + policy.auth_timeout;
     loop {
         // Finished requests leave the set as the connection goes on.
         while requests.try_join_next().is_some() {}
@@ -1974,6 +1989,10 @@ async fn client_conn<R, W>(
                 policy.read_timeout,
             ) => f,
             _ = writer_done.notified() => break,
+            _ = tokio::time::sleep_until(auth_by), if grants.is_none() => {
+                node.stats.net.close(CLIENT, "auth_timeout");
+                break;
+            }
         };
         match next {
             Ok(Next::Frame(ClientFrame { id, req })) => {
@@ -2308,6 +2327,84 @@ mod tests {
             "{read} of {sent} requests read from a client that reads no reply (bound {bound})"
         );
         conn.abort();
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// On a node with tokens, a connection that keeps sending requests without ever
+    /// presenting a token (each answered `Unauthenticated`, each well inside the idle and
+    /// read timeouts) is closed at its authentication deadline, counted as
+    /// `auth_timeout`; one that presented an accepted token and sends the same requests
+    /// goes on past it. (Paused time: the clock moves only when every task waits.)
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_presents_no_token_is_closed_at_its_deadline() {
+        let (node, dir) = unit_node("auth-timeout").await;
+        let text = format!("read * {}\n", crate::auth::token_hash("viewer"));
+        let policy = ClientPolicy {
+            tokens: Some(Arc::new(Tokens::parse(&text).unwrap())),
+            auth_timeout: Duration::from_secs(2),
+            ..ClientPolicy::default()
+        };
+        let timed_out = || {
+            node.stats
+                .net
+                .closed
+                .get_or_create(&labels(&[("port", CLIENT), ("reason", "auth_timeout")]))
+                .get()
+        };
+        // A connection that sends `Status` every 300 ms for 6 s (after `first`, if given)
+        // and reads each answer: the answers it got, and whether the node closed it.
+        let talk = |first: Option<Request>| {
+            let (node, policy) = (node.clone(), policy.clone());
+            async move {
+                let (mine, theirs) = tokio::io::duplex(1 << 16);
+                let (sr, sw) = tokio::io::split(theirs);
+                let served = tokio::spawn(client_conn(sr, sw, node, None, policy));
+                let (r, mut w) = tokio::io::split(mine);
+                let mut r = BufReader::new(r);
+                let mut answers = Vec::new();
+                let reqs = first.into_iter().chain(std::iter::repeat(Request::Status));
+                let start = tokio::time::Instant::now();
+                for (id, req) in (1u64..).zip(reqs).take(21) {
+                    let f = frame::encode(&ClientFrame { id, req }).unwrap();
+                    if w.write_all(&f).await.is_err() {
+                        break;
+                    }
+                    match frame::read::<_, ServerFrame>(&mut r, MAX_SERVER_FRAME).await {
+                        Ok(Some(ServerFrame::Reply { result, .. })) => answers.push(result),
+                        _ => break,
+                    }
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                let closed = served.is_finished();
+                drop((r, w));
+                let _ = served.await;
+                (answers, closed, start.elapsed())
+            }
+        };
+        let (answers, closed, took) = talk(None).await;
+        assert!(closed, "never closed: {} answers", answers.len());
+        assert!(
+            answers
+                .iter()
+                .all(|a| matches!(a, Err(ClientError::Unauthenticated))),
+            "{answers:?}"
+        );
+        // Closed at the deadline (2 s: 7 requests 300 ms apart), not before.
+        assert_eq!(answers.len(), 7, "{answers:?}");
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        assert_eq!(timed_out(), 1);
+        let (answers, closed, _) = talk(Some(Request::Authenticate {
+            token: "viewer".into(),
+        }))
+        .await;
+        assert!(!closed, "an authenticated connection was closed");
+        assert_eq!(answers.len(), 21);
+        assert_eq!(answers[0], Ok(Reply::Authenticated));
+        assert!(answers[1..]
+            .iter()
+            .all(|a| matches!(a, Ok(Reply::Status(_)))));
+        assert_eq!(timed_out(), 1);
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -1464,8 +1464,10 @@ impl Node {
     ///   never reused; or not handed out, still so after a read barrier has applied
     ///   everything committed), and when it was opened with another token
     ///   ([`Owners::answers_to`](crate::auth::Owners::answers_to)): a session answers only
-    ///   to the token that opened it, and a caller learns nothing about another token's
-    ///   sessions, not even whether one is open;
+    ///   to the token that opened it, and its writes tell a caller nothing about another
+    ///   token's sessions, not even whether one is open (reads are another matter: a
+    ///   token with a grant on every lock reads any session's state, as it reads every
+    ///   lock's holders with their sessions and labels: [`crate::auth::Role::Read`]);
     /// - `NotOwner` when it is open, the caller's token's, under another credential.
     ///
     /// So a write is proposed only for a session open here under that credential and

@@ -87,6 +87,19 @@ impl Default for ServiceConfig {
 }
 
 impl ServiceConfig {
+    /// Checks the table sizes before anything is allocated for them: each table at
+    /// least one row (a table of none could hold nothing, and a directory recording one
+    /// would not start again) and at most [`fencelock::MAX_ROWS`].
+    ///
+    /// Errors: what is wrong, described. Cost: O(1).
+    pub fn check_tables(&self) -> Result<(), String> {
+        if self.sessions == 0 || self.locks == 0 || self.claims == 0 {
+            return Err("--sessions, --locks and --claims must be at least 1".into());
+        }
+        fencelock::check_rows(self.sessions.max(self.locks).max(self.claims))
+            .map_err(|e| format!("table sizes: {e}"))
+    }
+
     fn storage(&self) -> VecStorage {
         VecStorage::new(self.sessions, self.locks, self.claims)
     }
@@ -1097,7 +1110,19 @@ pub(crate) fn fuzz_snap_file(data: Vec<u8>) -> Vec<u8> {
 /// not the header's magic). Cost: O(file size), the data decoded once to learn its
 /// version (see [`open_snap_file`] for the frame alone).
 pub(crate) fn decode_snap_file(bytes: &[u8]) -> Result<SnapFile, String> {
+    decode_snap_file_for(bytes, None)
+}
+
+/// [`decode_snap_file`], with the data's lists first counted against what a node of
+/// `config`'s tables holds ([`check_list_lengths`]) when it is given: a restore or a
+/// start, which know their tables, bound what the data decodes into before it is decoded
+/// at all, as a snapshot from a peer is. Errors: as there, and the list refused.
+/// Cost: as there.
+fn decode_snap_file_for(bytes: &[u8], config: Option<&ServiceConfig>) -> Result<SnapFile, String> {
     let (f, version) = open_snap_file(bytes)?;
+    if let Some(config) = config {
+        check_list_lengths(config, &f.data).map_err(|e| e.to_string())?;
+    }
     // Data that does not decode at all is refused, with its reason, where it is restored.
     if let Ok((_, v)) = SnapData::decode_versioned(&f.data) {
         if v != version {
@@ -1156,8 +1181,13 @@ fn open_snap_file(bytes: &[u8]) -> Result<(SnapFile, u8), String> {
 /// not restored: `Ok(None)` when there is none. Errors: I/O errors naming the path, a
 /// file over `cap` bytes (`FileTooLarge`) among them; `InvalidInput` for a file whose
 /// header names a later version (a later build's); `InvalidData` ([`corrupt_snap`])
-/// for a file that fails its checks. Cost: O(file size).
-fn read_snap_frame(path: &Path, cap: u64) -> io::Result<Option<SnapFile>> {
+/// for a file that fails its checks, its lists longer than a node of `config`'s tables
+/// holds among them (when it is given: [`decode_snap_file_for`]). Cost: O(file size).
+fn read_snap_frame(
+    path: &Path,
+    cap: u64,
+    config: Option<&ServiceConfig>,
+) -> io::Result<Option<SnapFile>> {
     let bytes = match crate::disk::read_capped(path, cap) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -1178,7 +1208,7 @@ fn read_snap_frame(path: &Path, cap: u64) -> io::Result<Option<SnapFile>> {
             ),
         ));
     }
-    decode_snap_file(&bytes)
+    decode_snap_file_for(&bytes, config)
         .map(Some)
         .map_err(|m| corrupt_snap(path, m))
 }
@@ -1238,7 +1268,7 @@ fn corrupt_snap(path: &Path, m: String) -> io::Error {
 /// other core settings or too large for `config`'s tables (`decode_snapshot`).
 /// Cost: O(file size).
 fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(SnapFile, SmState)>> {
-    let Some(f) = read_snap_frame(path, max_snapshot_file_bytes(config))? else {
+    let Some(f) = read_snap_frame(path, max_snapshot_file_bytes(config), Some(config))? else {
         return Ok(None);
     };
     let bad = |m: String| corrupt_snap(path, m);
@@ -1279,7 +1309,7 @@ fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(Sna
 /// The one snapshot read without a size cap: `force-new-cluster` asks it of a directory of
 /// an earlier build, to learn the settings that decide the tables (and so the cap).
 pub(crate) fn snapshot_core(path: &Path) -> io::Result<Option<Config>> {
-    let Some(f) = read_snap_frame(path, u64::MAX)? else {
+    let Some(f) = read_snap_frame(path, u64::MAX, None)? else {
         return Ok(None);
     };
     let bad = |m: String| corrupt_snap(path, m);
@@ -1367,7 +1397,8 @@ pub fn check_backup(bytes: &[u8]) -> Result<u64, String> {
 /// taken with (lock-delay, the limits) as its settings ([`crate::settings`]): the node
 /// starts only with those.
 ///
-/// Errors: `InvalidInput` for members no node would read
+/// Errors: `InvalidInput` for table sizes no node starts with
+/// ([`ServiceConfig::check_tables`]) and for members no node would read
 /// ([`check_members`](crate::membership::check_members): none, more than
 /// [`MAX_MEMBERS`](crate::membership::MAX_MEMBERS), an address over 255 bytes, a
 /// membership over [`MAX_MEMBERSHIP_BYTES`](crate::membership::MAX_MEMBERSHIP_BYTES));
@@ -1383,10 +1414,13 @@ pub fn restore_into(
     members: std::collections::BTreeMap<u64, crate::types::NodeAddr>,
 ) -> io::Result<LogId> {
     let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, format!("backup: {m}"));
+    config
+        .check_tables()
+        .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
     // A membership a node would refuse as it reads it (`crate::membership`).
     crate::membership::check_members(&members)
         .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-    let f = decode_snap_file(backup_bytes).map_err(bad)?;
+    let f = decode_snap_file_for(backup_bytes, Some(config)).map_err(bad)?;
     let mut d = SnapData::decode(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
     d.check_contents().map_err(bad)?;
     let svc = LockService::restore(config.storage(), &d.core).map_err(|(_, e)| {
@@ -3578,6 +3612,81 @@ mod tests {
         assert!(decode_snapshot(&config, &f.data).is_ok());
     }
 
+    /// A restore into tables no node starts with — a table of no rows, or more than
+    /// `MAX_ROWS` — is refused `InvalidInput` before anything is allocated or written: a
+    /// directory recording a table of none would not start again, and tables past the
+    /// bound would be allocated before the core refused them.
+    #[test]
+    fn a_restore_into_tables_no_node_starts_with_is_refused() {
+        let (f, config) = sample();
+        let backup = encode_snap_file(&f).unwrap();
+        let dir = std::env::temp_dir().join(format!("fencelock-notables-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        for bad in [
+            ServiceConfig { locks: 0, ..config },
+            ServiceConfig {
+                sessions: 0,
+                ..config
+            },
+            ServiceConfig {
+                claims: 0,
+                ..config
+            },
+            ServiceConfig {
+                sessions: fencelock::MAX_ROWS + 1,
+                ..config
+            },
+        ] {
+            let e = restore_into(&backup, &dir, &bad, one_member()).expect_err("restored");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+            assert!(!dir.exists(), "a restore wrote something");
+        }
+        restore_into(&backup, &dir, &config, one_member()).expect("restores");
+        assert!(dir.join("snapshot.bin").exists());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// The same in a snapshot *file*: the paths that know their tables count the lists
+    /// before the data is decoded at all — a restore (`restore_into`, which writes
+    /// nothing) and a start (`read_snap_file`) — and refuse them naming the list, where
+    /// they used to decode the data whole first (to learn its version) and refuse it by
+    /// its contents; a backup check, which knows no tables, still judges it by them.
+    #[test]
+    fn a_snapshot_file_listing_more_entries_than_sessions_is_refused_before_it_is_decoded() {
+        let (f, config) = sample();
+        let d = SnapData::decode(&f.data).unwrap();
+        let (cap, over) = (list_cap(&config), list_cap(&config) + 1);
+        let bad = SnapData {
+            principals: vec![(1, Principal::Unrecorded); over],
+            ..d
+        };
+        let file = encode_snap_file(&SnapFile {
+            meta: f.meta.clone(),
+            data: postcard::to_allocvec(&bad).unwrap(),
+        })
+        .unwrap();
+        let listed = format!("lists {over} session principals, more than the {cap}");
+        let dir = std::env::temp_dir().join(format!("fencelock-listfile-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let e = restore_into(&file, &dir.join("restored"), &config, one_member())
+            .expect_err("restored");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        assert!(e.to_string().contains(&listed), "{e}");
+        assert!(
+            !dir.join("restored/snapshot.bin").exists(),
+            "a restore wrote it"
+        );
+        fs::create_dir_all(dir.join("node")).unwrap();
+        let at = dir.join("node/snapshot.bin");
+        fs::write(&at, &file).unwrap();
+        let e = read_snap_file(&at, &config).err().expect("started");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        assert!(e.to_string().contains(&listed), "{e}");
+        let e = check_backup(&file).expect_err("a backup check passed it");
+        assert!(e.contains("unrecorded principal"), "{e}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_snapshot_listing_a_credential_or_key_twice_is_refused() {
         let (f, config) = sample();
@@ -3660,7 +3769,7 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         restore_into(&backup, &dir, &config, one_member()).expect("restores");
         let written = SnapData::decode(
-            &read_snap_frame(&dir.join("snapshot.bin"), u64::MAX)
+            &read_snap_frame(&dir.join("snapshot.bin"), u64::MAX, None)
                 .unwrap()
                 .unwrap()
                 .data,

@@ -358,11 +358,7 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
             ..core
         },
     };
-    if service.sessions == 0 || service.locks == 0 || service.claims == 0 {
-        return Err("--sessions, --locks and --claims must be at least 1".into());
-    }
-    fencelock::check_rows(service.sessions.max(service.locks).max(service.claims))
-        .map_err(|e| format!("table sizes: {e}"))?;
+    service.check_tables()?;
     note!(
         "fencelock-node: FORCING A NEW CLUSTER from {} — writes the lost members acknowledged \
          but {} never received are LOST; never start the old members again",
@@ -607,6 +603,8 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                 claims,
                 ..Default::default()
             };
+            // Before anything is read or allocated for them.
+            service.check_tables()?;
             let cap = fencelock_server::state_machine::max_snapshot_file_bytes(&service);
             let bytes = fencelock_server::disk::read_capped(&file, cap).map_err(|e| {
                 format!(
@@ -907,11 +905,7 @@ async fn run(args: Args) -> Result<(), String> {
     config.service.sessions = args.sessions;
     config.service.locks = args.locks;
     config.service.claims = args.claims;
-    if args.sessions == 0 || args.locks == 0 || args.claims == 0 {
-        return Err("--sessions, --locks and --claims must be at least 1".into());
-    }
-    fencelock::check_rows(args.sessions.max(args.locks).max(args.claims))
-        .map_err(|e| format!("table sizes: {e}"))?;
+    config.service.check_tables()?;
     check_net_limits(&args)?;
     config.max_ttl_ms = (args.max_ttl_ms > 0).then_some(args.max_ttl_ms);
     config.max_sessions_per_conn =
@@ -970,6 +964,7 @@ async fn run(args: Args) -> Result<(), String> {
         max_frame: args.max_client_frame_bytes,
         idle_timeout: Duration::from_millis(args.client_idle_timeout_ms),
         read_timeout: Duration::from_millis(args.read_timeout_ms),
+        auth_timeout: fencelock_server::net::AUTH_TIMEOUT,
         max_queued_pushes: args.max_queued_pushes,
         max_unwritten_list_bytes: args.max_unwritten_list_bytes,
     };
