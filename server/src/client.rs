@@ -915,6 +915,9 @@ impl Client {
             }
             _ => e,
         };
+        // Connects that failed in a row: after each round of every address failing, the
+        // pause before the next grows (`connect_pause`).
+        let mut refused = 0u32;
         while start.elapsed() < self.inner.retry_for {
             let conn = match self.connect(start + self.inner.retry_for).await {
                 Ok(c) => c,
@@ -934,7 +937,10 @@ impl Client {
                 }
                 Err(e) => {
                     last = e;
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    refused = refused.saturating_add(1);
+                    let rounds = (refused - 1) / self.st().addrs.len().max(1) as u32;
+                    let left = self.inner.retry_for.saturating_sub(start.elapsed());
+                    tokio::time::sleep(connect_pause(rounds).min(left)).await;
                     continue;
                 }
             };
@@ -1975,8 +1981,13 @@ impl Session {
         make: impl Fn(u64) -> Request,
         done_by: Option<Withdrew>,
     ) -> Result<Option<fencelock::Reply>, ClientError> {
-        if let Some(lock) = input_lock(&make(0)) {
-            carried(lock)?;
+        // A name no input can carry is refused as a node refuses it, before the request
+        // is numbered, so it is never sent: a node whose frame limit is below the
+        // request's would drop the connection instead of answering, and a numbered
+        // request repeated on every connection after would hold up the session's later
+        // ones.
+        if let Some(lock) = make(0).input_lock() {
+            crate::protocol::input_name(lock)?;
         }
         let background = g.settled.take();
         let (n, written) = match self.retry_of(g, &make) {
@@ -2062,7 +2073,7 @@ impl Session {
         mode: Mode,
         wait: WaitSpec,
     ) -> Result<Acquired, ClientError> {
-        carried(lock)?;
+        crate::protocol::input_name(lock)?;
         let key = (self.id, lock.to_string());
         let (mut g, abandoned) = self.begin().await;
         g.settled = None;
@@ -2608,31 +2619,14 @@ fn for_a_while(e: &ClientError) -> bool {
     matches!(e, ClientError::Limit { kind, .. } if kind == "unwritten_lists")
 }
 
-/// The lock a session input names. Cost: O(1).
-fn input_lock(req: &Request) -> Option<&str> {
-    match req {
-        Request::Acquire { lock, .. }
-        | Request::Release { lock, .. }
-        | Request::Cancel { lock, .. }
-        | Request::Watch { lock, .. }
-        | Request::Unwatch { lock, .. } => Some(lock),
-        _ => None,
-    }
-}
-
-/// Refuses a lock name no input can carry (longer than [`fencelock::MAX_NAME_LEN`]
-/// bytes) as a node does, before any other check: `Core(name_too_long)`. Refused here,
-/// before the request is numbered, it is never sent: a node whose frame limit is below
-/// the request's would drop the connection instead of answering, and a numbered request
-/// repeated on every connection after would hold up the session's later ones. Cost:
-/// O(1), or O(name length) to refuse.
-fn carried(lock: &str) -> Result<(), ClientError> {
-    if lock.len() <= fencelock::MAX_NAME_LEN {
-        return Ok(());
-    }
-    fencelock::LockName::new(lock)
-        .map(|_| ())
-        .map_err(|e| ClientError::Core(e.into()))
+/// The pause before the next connect after `rounds` whole rounds of the client's
+/// addresses failed to connect (refused, unreachable, or refusing this client's
+/// connection for a reason of their own): 50 ms within the first round, so the next
+/// address is tried at once, then doubling each round up to 1 s. A node restarting, or
+/// a whole cluster down, is dialled a few times a second by each waiting call, not twenty.
+/// Cost: O(1).
+fn connect_pause(rounds: u32) -> Duration {
+    Duration::from_millis(50u64 << rounds.min(5)).min(Duration::from_secs(1))
 }
 
 /// Whether `e` leaves a request's outcome unknown: it may or may not have been applied
@@ -3328,6 +3322,51 @@ mod tests {
         let session = within(client.open_session(1000)).await.unwrap();
         assert_eq!(session.id(), 7);
         drop(within(node).await.unwrap());
+    }
+
+    /// Connects that keep failing are retried with growing pauses, not every 50 ms: a
+    /// node that refuses this client's connection (here its token, `BadRequest`, as a
+    /// node refuses a connection for a reason of its own) is dialled some six times in a
+    /// 2 s retry time (pauses of 50, 100, 200, 400 and 800 ms), where it was dialled
+    /// about forty times; the call still ends with the node's refusal.
+    #[tokio::test]
+    async fn a_refused_connect_is_retried_with_growing_pauses() {
+        let refusing = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = refusing.local_addr().unwrap().to_string();
+        let dials = Arc::new(AtomicU64::new(0));
+        let count = dials.clone();
+        let node = tokio::spawn(async move {
+            loop {
+                let (mut r, mut w) = accepted(&refusing).await;
+                count.fetch_add(1, Ordering::SeqCst);
+                let f = next_request(&mut r).await;
+                answer(
+                    &mut w,
+                    f.id,
+                    Err(ClientError::BadRequest("not here".into())),
+                )
+                .await;
+            }
+        });
+        let client = Client::with_options(
+            vec![addr],
+            ClientOptions {
+                token: Some("t".into()),
+                timeouts: Timeouts {
+                    retry_for: Duration::from_secs(2),
+                    ..Timeouts::default()
+                },
+                ..ClientOptions::default()
+            },
+        );
+        let r = within(client.holders("x")).await;
+        assert!(
+            matches!(&r, Err(ClientError::BadRequest(m)) if m.contains("not here")),
+            "{r:?}"
+        );
+        let n = dials.load(Ordering::SeqCst);
+        assert!((3..=10).contains(&n), "{n} connects in 2 s");
+        node.abort();
     }
 
     /// A node that answers pages of sessions no correct node answers — ids that do not

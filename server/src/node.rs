@@ -1431,18 +1431,6 @@ impl Node {
         LockName::new(lock).map_err(|e| ClientError::BadRequest(e.to_string()))
     }
 
-    /// A lock name for a core input. The core checks names itself, after the session
-    /// (its error precedence), so an empty name is passed on (as the empty `LockName`)
-    /// for the core to refuse. Only a name longer than [`fencelock::MAX_NAME_LEN`] bytes,
-    /// which no input can carry, is refused here, before any other check, with the core's
-    /// own `name_too_long`.
-    fn input_name(lock: &str) -> Result<LockName, ClientError> {
-        if lock.is_empty() {
-            return Ok(LockName::default());
-        }
-        LockName::new(lock).map_err(|e| ClientError::Core(e.into()))
-    }
-
     /// Proposes a session's input, made by `principal` with the credential it presented,
     /// once [`Node::check_session`] let it through.
     async fn write(
@@ -1642,7 +1630,7 @@ impl Node {
                 lock,
                 request,
             } => {
-                let lock = Self::input_name(&lock)?;
+                let lock = crate::protocol::input_name(&lock)?;
                 // The watch's first events (one per current holder) are pushed by the very
                 // apply that answers it: the connection must be attached before the write.
                 let sid = SessionId(session);
@@ -1662,7 +1650,7 @@ impl Node {
                 lock,
                 request,
             } => {
-                let lock = Self::input_name(&lock)?;
+                let lock = crate::protocol::input_name(&lock)?;
                 let input = Input::Unwatch {
                     now: STAMPED_AT_APPLY,
                     session: SessionId(session),
@@ -1711,7 +1699,7 @@ impl Node {
                 wait,
                 request,
             } => {
-                let lock = Self::input_name(&lock)?;
+                let lock = crate::protocol::input_name(&lock)?;
                 // Attached before the write, so that a grant applied right after the
                 // acquire's entry is not missed.
                 let sid = SessionId(session);
@@ -1758,7 +1746,7 @@ impl Node {
                 lock,
                 request,
             } => {
-                let lock = Self::input_name(&lock)?;
+                let lock = crate::protocol::input_name(&lock)?;
                 let input = Input::Release {
                     now: STAMPED_AT_APPLY,
                     session: SessionId(session),
@@ -1773,7 +1761,7 @@ impl Node {
                 lock,
                 request,
             } => {
-                let lock = Self::input_name(&lock)?;
+                let lock = crate::protocol::input_name(&lock)?;
                 let input = Input::Cancel {
                     now: STAMPED_AT_APPLY,
                     session: SessionId(session),
@@ -1876,7 +1864,7 @@ impl Node {
                     .map(Reply::Backup)
             }
             Request::ForceRelease { session, lock } => {
-                let lock = Self::input_name(&lock)?;
+                let lock = crate::protocol::input_name(&lock)?;
                 let session = SessionId(session);
                 self.write_op(Op::ForceRelease { session, lock }).await
             }
@@ -1885,7 +1873,7 @@ impl Node {
                 lock,
                 token,
             } => {
-                let lock = Self::input_name(&lock)?;
+                let lock = crate::protocol::input_name(&lock)?;
                 let session = SessionId(session);
                 let token = fencelock::Token(token);
                 self.write_op(Op::ForceReleaseHold {

@@ -345,6 +345,36 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// The lock a session input names (an acquire, release, cancel, watch or unwatch).
+    /// Cost: O(1).
+    pub fn input_lock(&self) -> Option<&str> {
+        match self {
+            Request::Acquire { lock, .. }
+            | Request::Release { lock, .. }
+            | Request::Cancel { lock, .. }
+            | Request::Watch { lock, .. }
+            | Request::Unwatch { lock, .. } => Some(lock),
+            _ => None,
+        }
+    }
+}
+
+/// A lock name for a core input, judged as a node judges it — one rule for the node and
+/// the client, which refuses before it numbers a request what a node would refuse. The
+/// core checks names itself, after the session (its error precedence), so an empty name
+/// is passed on (as the empty `LockName`) for the core to refuse. Only a name longer than
+/// [`fencelock::MAX_NAME_LEN`] bytes, which no input can carry, is refused here, before
+/// any other check, with the core's own `name_too_long`.
+///
+/// Errors: `Core(name_too_long)`. Cost: O(name length).
+pub fn input_name(lock: &str) -> Result<fencelock::LockName, ClientError> {
+    if lock.is_empty() {
+        return Ok(fencelock::LockName::default());
+    }
+    fencelock::LockName::new(lock).map_err(|e| ClientError::Core(e.into()))
+}
+
 /// The most sessions in one page of [`Request::Sessions`].
 pub const SESSIONS_PAGE: u32 = 1000;
 
