@@ -475,7 +475,7 @@ fn room_for(len: u64) -> io::Result<Vec<u8>> {
 /// Errors: the I/O error, its kind kept (`NotFound` included, so a caller can tell a
 /// missing file); `FileTooLarge` past the cap, saying the size and the cap (the caller
 /// names the file); `InvalidInput` for a FIFO or a socket; `OutOfMemory` when room for
-/// the file's size cannot be had ([`room_for`]: a sparse or damaged file read under a
+/// the file's size cannot be had (`room_for`: a sparse or damaged file read under a
 /// large cap). Cost: O(min(file, cap)) bytes read and held.
 pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
