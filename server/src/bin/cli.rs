@@ -839,10 +839,16 @@ impl Opts {
     /// its rebuild turn, then rebuilds the state, for each, so one answer is waited for
     /// [`PAGE_REPLY_TIME`] at least, `--timeout-ms` when longer.
     fn page_client(&self) -> Client {
-        self.with(Timeouts {
+        self.with(self.page_timeouts())
+    }
+
+    /// The timeouts of [`Opts::page_client`]: [`Opts::client_timeouts`], but a reply is
+    /// waited for [`PAGE_REPLY_TIME`] at least.
+    fn page_timeouts(&self) -> Timeouts {
+        Timeouts {
             reply: self.timeout().max(PAGE_REPLY_TIME),
             ..self.client_timeouts()
-        })
+        }
     }
 
     fn with(&self, timeouts: Timeouts) -> Client {
@@ -888,11 +894,16 @@ impl Opts {
     /// A client for a session of `--ttl-ms`: [`Timeouts::for_ttl`], each bound lowered to
     /// the command line's where that is smaller.
     fn session_client(&self) -> Client {
+        self.with(self.session_timeouts())
+    }
+
+    /// The timeouts of [`Opts::session_client`].
+    fn session_timeouts(&self) -> Timeouts {
         let mut t = Timeouts::for_ttl(self.ttl_ms);
         t.connect = t.connect.min(self.connect_timeout());
         t.reply = t.reply.min(self.timeout());
         t.retry_for = t.retry_for.min(self.timeout());
-        self.with(t)
+        t
     }
 
     /// `f`, failing with `Unavailable` if it has not finished after `--timeout-ms` plus
@@ -2253,6 +2264,43 @@ mod tests {
             claims: (0, 0),
             connections: (0, 0),
         }
+    }
+
+    /// The command line's bounds lower what a session command's (`lock`, `elect`,
+    /// `watch`) client waits — for a connect, a reply and its retries — below what its ttl
+    /// allows, never raise it; a page (`backup`, `export`) is waited for
+    /// `PAGE_REPLY_TIME` at least, whatever `--timeout-ms` says.
+    #[test]
+    fn the_command_lines_timeouts_bound_what_its_clients_wait() {
+        let opts = |args: &[&str]| {
+            let argv = ["fencelock"].iter().chain(args).chain(&["holder", "x"]);
+            Args::try_parse_from(argv).unwrap().opts
+        };
+        let ms = Duration::from_millis;
+        let by_ttl = Timeouts::for_ttl(60_000);
+        let low = opts(&[
+            "--ttl-ms",
+            "60000",
+            "--timeout-ms",
+            "400",
+            "--connect-timeout-ms",
+            "150",
+        ]);
+        let t = low.session_timeouts();
+        assert_eq!(
+            (t.connect, t.reply, t.retry_for),
+            (ms(150), ms(400), ms(400))
+        );
+        assert!(
+            by_ttl.reply > ms(400) && by_ttl.retry_for > ms(400),
+            "{by_ttl:?}"
+        );
+        let high = opts(&["--ttl-ms", "60000", "--timeout-ms", "3600000"]);
+        let t = high.session_timeouts();
+        assert_eq!((t.reply, t.retry_for), (by_ttl.reply, by_ttl.retry_for));
+        assert_eq!(low.page_timeouts().reply, PAGE_REPLY_TIME);
+        assert_eq!(low.page_timeouts().retry_for, ms(400));
+        assert_eq!(high.page_timeouts().reply, ms(3_600_000));
     }
 
     /// The default label is `HOST:PID` within the label's 64 bytes, the pid kept whole and
