@@ -915,12 +915,16 @@ impl Client {
             }
             _ => e,
         };
-        // Connects that failed in a row: after each round of every address failing, the
-        // pause before the next grows (`connect_pause`).
+        // Connects that failed in a row (a connect that succeeds starts the count again):
+        // after each round of every address failing, the pause before the next grows
+        // (`connect_pause`).
         let mut refused = 0u32;
         while start.elapsed() < self.inner.retry_for {
             let conn = match self.connect(start + self.inner.retry_for).await {
-                Ok(c) => c,
+                Ok(c) => {
+                    refused = 0;
+                    c
+                }
                 // A refused token stays refused: no retry.
                 Err(e @ (ClientError::Unauthenticated | ClientError::Forbidden(_))) => {
                     return Err(after_sent(e))
@@ -939,8 +943,14 @@ impl Client {
                     last = e;
                     refused = refused.saturating_add(1);
                     let rounds = (refused - 1) / self.st().addrs.len().max(1) as u32;
+                    // Never through the end of the retry time: one last connect is left
+                    // room before it (a node back in that last second is still reached),
+                    // and that one was the last.
                     let left = self.inner.retry_for.saturating_sub(start.elapsed());
-                    tokio::time::sleep(connect_pause(rounds).min(left)).await;
+                    if left <= LAST_TRY {
+                        break;
+                    }
+                    tokio::time::sleep(connect_pause(rounds).min(left - LAST_TRY)).await;
                     continue;
                 }
             };
@@ -2618,6 +2628,10 @@ impl LeaseGuard {
 fn for_a_while(e: &ClientError) -> bool {
     matches!(e, ClientError::Limit { kind, .. } if kind == "unwritten_lists")
 }
+
+/// The room a call's pause between failed connects leaves before the end of its retry
+/// time, for a last connect ([`connect_pause`]).
+const LAST_TRY: Duration = Duration::from_millis(50);
 
 /// The pause before the next connect after `rounds` whole rounds of the client's
 /// addresses failed to connect (refused, unreachable, or refusing this client's

@@ -1976,8 +1976,12 @@ async fn client_conn<R, W>(
     // in the per-token session quota until it is applied, and a rebuild its turn.
     let mut requests: tokio::task::JoinSet<()> = tokio::task::JoinSet::new();
     let mut proven = false;
-    // A connection to a node with tokens gets one accepted by then, or is closed.
-    let auth_by = tokio::time::Instant::now() + policy.auth_timeout;
+    // A connection to a node with tokens gets one accepted by then, or is closed (a
+    // timeout too large to add, as `Duration::MAX` for none, is a year).
+    let now = tokio::time::Instant::now();
+    let auth_by = now
+        .checked_add(policy.auth_timeout)
+        .unwrap_or(now + Duration::from_secs(365 * 24 * 3600));
     loop {
         // Finished requests leave the set as the connection goes on.
         while requests.try_join_next().is_some() {}
@@ -2002,6 +2006,11 @@ async fn client_conn<R, W>(
                 let permit = tokio::select! {
                     p = limit.clone().acquire_owned() => p,
                     _ = writer_done.notified() => break,
+                    // A client that sends without reading waits here, not at the read.
+                    _ = tokio::time::sleep_until(auth_by), if grants.is_none() => {
+                        node.stats.net.close(CLIENT, "auth_timeout");
+                        break;
+                    }
                 };
                 let Ok(permit) = permit else { break };
                 // Authentication is handled here, in order: the requests after it see it.

@@ -1378,7 +1378,18 @@ fn later_core(e: &fencelock::Error) -> Option<String> {
 /// Errors: what is wrong, described (a core snapshot of a later version as a later
 /// build's). Cost: O(backup size).
 pub fn check_backup(bytes: &[u8]) -> Result<u64, String> {
-    let f = decode_snap_file(bytes)?;
+    check_backup_for(bytes, None)
+}
+
+/// [`check_backup`] for a restore into `config`'s tables (`snapshot restore`): the
+/// backup's lists are counted against what they hold before the data is decoded
+/// ([`decode_snap_file_for`]). Errors and cost: as there.
+pub fn check_backup_within(bytes: &[u8], config: &ServiceConfig) -> Result<u64, String> {
+    check_backup_for(bytes, Some(config))
+}
+
+fn check_backup_for(bytes: &[u8], config: Option<&ServiceConfig>) -> Result<u64, String> {
+    let f = decode_snap_file_for(bytes, config)?;
     let d = SnapData::decode(&f.data).map_err(|e| format!("does not decode: {e}"))?;
     d.check_contents()?;
     fencelock::snapshot_config(&d.core).map_err(|e| {
@@ -3648,9 +3659,10 @@ mod tests {
 
     /// The same in a snapshot *file*: the paths that know their tables count the lists
     /// before the data is decoded at all — a restore (`restore_into`, which writes
-    /// nothing) and a start (`read_snap_file`) — and refuse them naming the list, where
-    /// they used to decode the data whole first (to learn its version) and refuse it by
-    /// its contents; a backup check, which knows no tables, still judges it by them.
+    /// nothing; `check_backup_within`, which `snapshot restore` asks first) and a start
+    /// (`read_snap_file`) — and refuse them naming the list, where they used to decode
+    /// the data whole first (to learn its version) and refuse it by its contents or its
+    /// version; a backup check that knows no tables still judges it by them.
     #[test]
     fn a_snapshot_file_listing_more_entries_than_sessions_is_refused_before_it_is_decoded() {
         let (f, config) = sample();
@@ -3676,14 +3688,26 @@ mod tests {
             !dir.join("restored/snapshot.bin").exists(),
             "a restore wrote it"
         );
+        let e = check_backup_within(&file, &config).expect_err("a backup check passed it");
+        assert!(e.contains(&listed), "{e}");
+        // At a start, the lists are counted before the data is decoded to check its
+        // version against the header's: a header naming version 2 over this version 3
+        // data (its magic is outside the checksum) is refused by the count, not by the
+        // version the decode would find.
+        let mut v2_header = file.clone();
+        v2_header[..8].copy_from_slice(&SNAP_MAGIC_V2);
         fs::create_dir_all(dir.join("node")).unwrap();
         let at = dir.join("node/snapshot.bin");
-        fs::write(&at, &file).unwrap();
+        fs::write(&at, &v2_header).unwrap();
         let e = read_snap_file(&at, &config).err().expect("started");
         assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
         assert!(e.to_string().contains(&listed), "{e}");
+        // Without tables to count against, a backup check decodes it whole and judges it
+        // by its contents (and the mislabelled one by its version).
         let e = check_backup(&file).expect_err("a backup check passed it");
         assert!(e.contains("unrecorded principal"), "{e}");
+        let e = check_backup(&v2_header).expect_err("a backup check passed it");
+        assert!(e.contains("its header says version 2"), "{e}");
         let _ = fs::remove_dir_all(&dir);
     }
 

@@ -66,6 +66,61 @@ macro_rules! note {
     };
 }
 
+/// Text a node sent (an address, a role, a check, an error message), as one field of a
+/// line printed for a person or a script: at most [`SHOWN_MAX`] characters (then `…`),
+/// whitespace and what [`hides_text`] names escaped, so a node cannot forge a line (an
+/// address holding `\nvoter 9 …`), split a field or send a terminal its controls, as
+/// labels cannot. Cost: O(text length).
+pub fn field(text: &str) -> String {
+    escaped(text, |c| c.is_whitespace() || hides_text(c))
+}
+
+/// [`field`] for a message: its spaces kept. Cost: O(text length).
+pub fn shown(text: &str) -> String {
+    escaped(text, |c| c != ' ' && (c.is_whitespace() || hides_text(c)))
+}
+
+/// The most characters of a node's text [`field`] and [`shown`] print.
+pub const SHOWN_MAX: usize = 1024;
+
+fn escaped(text: &str, escape: impl Fn(char) -> bool) -> String {
+    let mut out = String::with_capacity(text.len().min(SHOWN_MAX));
+    for (i, c) in text.chars().enumerate() {
+        if i == SHOWN_MAX {
+            out.push('…');
+            break;
+        }
+        if !escape(c) {
+            out.push(c);
+        } else if c == ' ' {
+            out.push_str("\\u{20}"); // (escape_default leaves a space as it is)
+        } else {
+            out.extend(c.escape_default());
+        }
+    }
+    out
+}
+
+/// Whether `c`, printed for a person, could start a line, move the cursor or make a
+/// terminal show the text around it in another order than it comes: the control
+/// characters (C0, DEL, C1), the line and paragraph separators, and the bidirectional
+/// controls of Unicode Standard Annex 9 (U+061C, U+200E, U+200F, U+202A–U+202E,
+/// U+2066–U+2069: the characters of the "Trojan Source" attack, which would let a label
+/// read as another holder's). Cost: O(1).
+pub fn hides_text(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

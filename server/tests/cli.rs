@@ -317,6 +317,43 @@ fn a_signal_while_holding_stops_the_group_and_passes_the_lock_on() {
     }
 }
 
+/// A signal the CLI started with ignored stays ignored: `nohup fencelock lock …` (SIGHUP)
+/// goes on through a SIGHUP, its command runs to its end and the lock is released after
+/// it (exit 0); without it, a SIGHUP stops the command and exits 129. The CLI's handlers
+/// used to replace the inherited ignore.
+#[test]
+fn a_signal_ignored_at_start_stays_ignored() {
+    let _s = serial();
+    let n = Node::start("nohup");
+    for (trap, code) in [("trap '' HUP; ", 0), ("", 129)] {
+        let _ = std::fs::remove_file(n.path("done"));
+        let _ = std::fs::remove_file(n.path("cmd"));
+        // `exec`: the shell's pid is the CLI's, which inherits the shell's ignore.
+        let script = format!(
+            "{trap}exec {CLI} lock L --ttl-ms {LONG_TTL} --cluster {} -- \
+             sh -c 'echo $$ > cmd; sleep 2; touch done'",
+            n.client
+        );
+        let mut holder = Command::new("sh")
+            .args(["-c", &script])
+            .current_dir(&n.dir)
+            .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let cmd = read_pid(&n.path("cmd"));
+        signal(holder.id(), "-HUP");
+        assert_eq!(
+            wait_exit(&mut holder, PROMPT).code(),
+            Some(code),
+            "{trap:?}"
+        );
+        assert!(!running(cmd), "{trap:?}: the command still runs");
+        assert_eq!(n.path("done").exists(), code == 0, "{trap:?}");
+        assert_eq!(n.holder("L"), "", "{trap:?}");
+    }
+}
+
 #[test]
 fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
     let _s = serial();
@@ -808,6 +845,51 @@ fn a_release_whose_push_was_lost_is_found_by_reading_the_hold() {
     drop(rt);
 }
 
+/// An `elect` whose lease runs out with no node answering exits (3) within the lease's
+/// margin of losing it, not after its attempt to close the session has spent its whole
+/// retry time: nothing on stdout says it lost, so its exit is the word a reader has, and
+/// another can be elected a margin after the lease stopped being safe. With a 5 s ttl
+/// (keep-alives every 1.25 s, the lease safe until 4 s after the last acknowledged one, a
+/// margin of 1 s) and `--timeout-ms 5000`, the node killed: the lease runs out 2.75 to 4 s
+/// after the kill, and `elect` is gone by 4.6 s; it was gone only once its close had
+/// retried for 5 s more.
+#[test]
+fn an_elect_that_lost_its_lease_exits_within_the_margin() {
+    let _s = serial();
+    let mut n = Node::start("elect-lost");
+    let mut elect = n
+        .cli(&["elect", "E", "--ttl-ms", "5000", "--timeout-ms", "5000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start fencelock elect");
+    let mut out = std::io::BufReader::new(elect.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.starts_with("epoch "), "{line:?}");
+    n.kill9();
+    let killed = Instant::now();
+    let status = loop {
+        if let Some(st) = elect.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "elect still running 30 s after its node was killed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = killed.elapsed();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut elect.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(3), "{err}");
+    assert!(err.contains("leadership lease lost"), "{err}");
+    assert!(
+        took < Duration::from_millis(4_900),
+        "exited {took:?} after the kill: {err}"
+    );
+}
+
 #[test]
 fn a_lost_connection_is_reconnected_within_the_lease() {
     let _s = serial();
@@ -973,6 +1055,61 @@ fn options_follow_the_subcommand_and_usage_errors_exit_64() {
             "{cmd:?}: {err}"
         );
     }
+    // `lock` and `elect` look at the lease every 20 ms: a ttl whose margin (a fifth) is
+    // no longer than that is a usage error too, said before anything is opened (the
+    // default grace came out as 0 and the command could outlive its lease by a look);
+    // 105 ms, a margin of 21, is taken.
+    for cmd in [
+        &["lock", "L", "--ttl-ms", "104", "--", "true"][..],
+        &["elect", "E", "--ttl-ms", "104"],
+    ] {
+        let st = n.cli(cmd).output().unwrap();
+        assert_eq!(st.status.code(), Some(64), "{cmd:?}");
+        let err = String::from_utf8_lossy(&st.stderr);
+        assert!(
+            err.contains("too short to act on a lease"),
+            "{cmd:?}: {err}"
+        );
+        assert!(err.contains("at least 105"), "{cmd:?}: {err}");
+    }
+    assert_eq!(n.holder("L"), "", "nothing was acquired");
+    let st = n
+        .cli(&["lock", "L", "--ttl-ms", "105"])
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    // A label past 64 bytes (here from the environment) is a usage error of the commands
+    // that open a session, said before one is opened; a command that opens none does not
+    // look at it (`holder` exited 64 with it).
+    let long = "l".repeat(65);
+    let st = n
+        .cli(&["lock", "L"])
+        .env("FENCELOCK_LABEL", &long)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        st.status.code(),
+        Some(64),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    assert!(String::from_utf8_lossy(&st.stderr).contains("--label"));
+    let st = n
+        .cli(&["holder", "L"])
+        .env("FENCELOCK_LABEL", &long)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     // Below it, and by default (a tenth of a short ttl), the command runs.
     for grace in [&["--kill-after-ms", "579"][..], &[]] {
         let st = n

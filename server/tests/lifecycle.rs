@@ -108,6 +108,20 @@ fn a_peer_named_twice_or_an_election_timeout_out_of_range_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("--election-ms is too large"), "{err}");
+    // `snapshot restore` too: a node named twice is refused before the backup is read
+    // (the second address silently replaced the first in the restored membership).
+    let out = Command::new(NODE)
+        .args(["snapshot", "restore"])
+        .arg(base.join("no-such-backup.fl"))
+        .arg("--dir")
+        .arg(base.join("restored"))
+        .args(["--peer", &one(0), "--peer", &one(2)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("--peer names node 1 twice"), "{err}");
+    assert!(!base.join("restored").exists(), "a directory was made");
 }
 
 /// A data directory that cannot be created or written makes the node exit 1 with a
@@ -628,6 +642,60 @@ fn snapshot_save_sends_no_token_and_reads_a_bounded_answer() {
     assert!(req.starts_with("GET /snapshot "), "{req}");
     assert!(!req.to_ascii_lowercase().contains("authorization"), "{req}");
     assert!(!req.contains("admin-token-never-sent"), "{req}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// An error answer to `snapshot save` — from a program in a node's stead, which nothing
+/// on this port tells apart — is shown escaped and cut to its first KiB: a body holding a
+/// terminal control and a forged `saved` line, padded to 10 MB, prints neither the
+/// control, nor a line of its own, nor more than a few KiB; it was printed as it came,
+/// all of it. (That only its first KiB is read, not up to `--max-bytes`, is the code's
+/// `ERROR_SHOWN`; this test sees what is printed.)
+#[test]
+fn snapshot_save_shows_an_error_answer_cut_and_escaped() {
+    use std::io::{Read, Write};
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = squatter.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let (mut c, _) = squatter.accept().unwrap();
+        let mut req = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !req.ends_with(b"\r\n\r\n") {
+            let Ok(n @ 1..) = c.read(&mut buf) else {
+                return;
+            };
+            req.extend_from_slice(&buf[..n]);
+        }
+        let mut body = b"\x1b]0;owned\x07\nfencelock-node: saved /etc/passwd\n".to_vec();
+        body.resize(10 << 20, b'x');
+        let head = format!(
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let _ = c.write_all(head.as_bytes());
+        let _ = c.write_all(&body);
+    });
+    let base = temp_dir("saveerror");
+    let file = base.join("backup.fl");
+    let out = Command::new(NODE)
+        .args(["snapshot", "save"])
+        .arg(&file)
+        .args(["--from", &addr])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "saved");
+    assert!(err.contains("503"), "{err}");
+    assert!(
+        !err.contains('\u{1b}'),
+        "a terminal control printed: {err:?}"
+    );
+    assert!(
+        !err.lines().any(|l| l.starts_with("fencelock-node: saved")),
+        "a forged line printed: {err:?}"
+    );
+    assert!(err.len() < 8 << 10, "{} bytes printed", err.len());
+    assert!(!file.exists(), "a file was written");
     let _ = std::fs::remove_dir_all(&base);
 }
 

@@ -57,7 +57,7 @@
 //! `killpg` and `waitpid`): no `unsafe`, no code between `fork` and `exec`.
 
 use fencelock_server::note;
-use fencelock_server::stdio::{emit, write_out, Written};
+use fencelock_server::stdio::{emit, field, hides_text, shown, write_out, Written};
 use std::collections::HashSet;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus};
@@ -478,6 +478,14 @@ fn main() -> ExitCode {
                 return ExitCode::from(1);
             }
         }
+    }
+    // The label is the sessions' a command opens: judged for those commands only, so a
+    // long FENCELOCK_LABEL in the environment does not refuse `holder` or `status`.
+    let opens = matches!(
+        args.cmd,
+        Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Observe { .. } | Cmd::Watch { .. }
+    );
+    if opens {
         if let Err(e) = opts.label() {
             note!("fencelock: --label: {e}");
             return ExitCode::from(EXIT_USAGE);
@@ -493,6 +501,20 @@ fn main() -> ExitCode {
         let ttl = opts.ttl_ms;
         if let Err(e) = fencelock::SessionKeeper::new(ttl, ttl / 4, ttl / 5) {
             note!("fencelock: --ttl-ms {ttl}: too short to keep a session alive ({e}); give at least 5");
+            return ExitCode::from(EXIT_USAGE);
+        }
+        // `lock` and `elect` act on the lease: they look at it every LEASE_CHECK, so the
+        // margin (ttl/5) must be longer than that, or the command (or the leadership)
+        // could outlive the lease by up to one look.
+        let check = LEASE_CHECK.as_millis() as u64;
+        if matches!(args.cmd, Cmd::Lock { .. } | Cmd::Elect { .. }) && ttl / 5 <= check {
+            note!(
+                "fencelock: --ttl-ms {ttl}: too short to act on a lease: its margin (a fifth, \
+                 {} ms) must be longer than the {check} ms between two looks at it; give at \
+                 least {}",
+                ttl / 5,
+                5 * (check + 1)
+            );
             return ExitCode::from(EXIT_USAGE);
         }
     }
@@ -1038,41 +1060,6 @@ fn members_text(members: &Members) -> String {
     text
 }
 
-/// Text a node sent (an address, a role, a check, an error message), as one field of a
-/// line printed for a person or a script: at most [`SHOWN_MAX`] characters (then `…`),
-/// whitespace and what [`hides_text`] names escaped, so a node cannot forge a line (an
-/// address holding `\nvoter 9 …`), split a field or send a terminal its controls, as
-/// labels cannot. Cost: O(text length).
-fn field(text: &str) -> String {
-    escaped(text, |c| c.is_whitespace() || hides_text(c))
-}
-
-/// [`field`] for a message: its spaces kept. Cost: O(text length).
-fn shown(text: &str) -> String {
-    escaped(text, |c| c != ' ' && (c.is_whitespace() || hides_text(c)))
-}
-
-/// The most characters of a node's text [`field`] and [`shown`] print.
-const SHOWN_MAX: usize = 1024;
-
-fn escaped(text: &str, escape: impl Fn(char) -> bool) -> String {
-    let mut out = String::with_capacity(text.len().min(SHOWN_MAX));
-    for (i, c) in text.chars().enumerate() {
-        if i == SHOWN_MAX {
-            out.push('…');
-            break;
-        }
-        if !escape(c) {
-            out.push(c);
-        } else if c == ' ' {
-            out.push_str("\\u{20}"); // (escape_default leaves a space as it is)
-        } else {
-            out.extend(c.escape_default());
-        }
-    }
-    out
-}
-
 /// `fencelock status`' table and the lines under it.
 fn status_text(
     answers: &[Answer],
@@ -1245,32 +1232,68 @@ fn status_json(
     )
 }
 
-/// The signals that make `lock` and `elect` clean up and exit: SIGINT, SIGTERM, SIGHUP.
+/// The signals that make `lock`, `elect`, `watch` and `observe` clean up and exit: SIGINT,
+/// SIGTERM, SIGHUP — each unless this process started with it ignored.
 struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
+    int: Option<tokio::signal::unix::Signal>,
+    term: Option<tokio::signal::unix::Signal>,
+    hup: Option<tokio::signal::unix::Signal>,
 }
 
 impl Signals {
-    /// Installs the handlers (from now on these signals no longer end the process).
+    /// Installs the handlers (from now on these signals no longer end the process). A
+    /// signal this process started with ignored stays ignored: `nohup fencelock lock …`
+    /// (SIGHUP) and a job a non-interactive shell runs with `&` (SIGINT) were meant to
+    /// outlive the terminal or the Ctrl-C, and a handler of ours would have stopped the
+    /// command and released the lock on that signal.
     fn new() -> std::io::Result<Signals> {
         use tokio::signal::unix::{signal, SignalKind};
+        let ignored = ignored_at_start();
+        let catch = |sig: Signal, kind: SignalKind| {
+            if ignored & (1u64 << (sig as i32 - 1)) != 0 {
+                return Ok(None);
+            }
+            signal(kind).map(Some)
+        };
         Ok(Signals {
-            int: signal(SignalKind::interrupt())?,
-            term: signal(SignalKind::terminate())?,
-            hup: signal(SignalKind::hangup())?,
+            int: catch(Signal::SIGINT, SignalKind::interrupt())?,
+            term: catch(Signal::SIGTERM, SignalKind::terminate())?,
+            hup: catch(Signal::SIGHUP, SignalKind::hangup())?,
         })
     }
 
     /// The next signal to arrive.
     async fn recv(&mut self) -> Signal {
+        async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
         tokio::select! {
-            _ = self.int.recv() => Signal::SIGINT,
-            _ = self.term.recv() => Signal::SIGTERM,
-            _ = self.hup.recv() => Signal::SIGHUP,
+            _ = next(&mut self.int) => Signal::SIGINT,
+            _ = next(&mut self.term) => Signal::SIGTERM,
+            _ = next(&mut self.hup) => Signal::SIGHUP,
         }
     }
+}
+
+/// The signals this process ignores (bit N − 1 for signal N), read from the kernel's
+/// `SigIgn` line of /proc/self/status before any handler of ours is installed: what its
+/// parent left ignored through exec. 0 (none) where there is no such file (systems
+/// other than Linux): every signal is then caught, as before. Cost: one small file read.
+fn ignored_at_start() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))
+                .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        })
+        .unwrap_or(0)
 }
 
 /// 128 + the signal's number, as a shell reports a process that a signal ended.
@@ -1295,17 +1318,34 @@ async fn open(opts: &Opts, client: &Client) -> Res<(Arc<Session>, LeaseGuard)> {
 /// Closes the session (which releases its holds and ends its waits: the lock goes to the
 /// next waiter at once), waiting at most `--timeout-ms`; says so if that failed.
 async fn end_session(opts: &Opts, session: &Session) {
-    match tokio::time::timeout(opts.timeout(), session.close()).await {
+    end_session_within(opts, session, opts.timeout()).await
+}
+
+/// [`end_session`] after a lost leadership: waiting at most half the lease's margin (or
+/// `--timeout-ms`, if less). `elect` says nothing on stdout when it loses, so its exit is
+/// the word a reader has, and the cluster may elect another leader a margin after the
+/// lease stopped being safe: the close (which a lost lease, with no node answering, would
+/// spend in vain) must not hold the exit past that. The session expires anyway.
+async fn end_lost_session(opts: &Opts, session: &Session) {
+    let half_margin = Duration::from_millis(opts.ttl_ms / 10);
+    end_session_within(opts, session, opts.timeout().min(half_margin)).await
+}
+
+async fn end_session_within(opts: &Opts, session: &Session, limit: Duration) {
+    match tokio::time::timeout(limit, session.close()).await {
         Ok(Ok(())) => {}
+        // The error's text may be a node's: escaped (`shown`), so a faulty node cannot
+        // forge a line or send the terminal its controls.
         Ok(Err(e)) => note!(
-            "fencelock: could not close session {} ({e}); what it holds is freed when it expires ({} ms after its last keep-alive)",
+            "fencelock: could not close session {} ({}); what it holds is freed when it expires ({} ms after its last keep-alive)",
             session.id(),
+            shown(&e.to_string()),
             opts.ttl_ms
         ),
         Err(_) => note!(
             "fencelock: could not close session {} within {} ms; what it holds is freed when it expires ({} ms after its last keep-alive)",
             session.id(),
-            opts.timeout_ms,
+            limit.as_millis(),
             opts.ttl_ms
         ),
     }
@@ -1828,7 +1868,7 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
         Ok(Acquired::Granted(_)) if !guard.may_act() => {
             note!("fencelock: elected to {name} but the lease is no longer safe; resigning");
             drop(guard);
-            end_session(opts, &session).await;
+            end_lost_session(opts, &session).await;
             return Ok(ExitCode::from(EXIT_LEASE_LOST));
         }
         Ok(Acquired::Granted(t)) => {
@@ -1849,7 +1889,7 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
                 Said::Lost => {
                     note!("fencelock: elected to {name}, but the lease was lost before stdout was read; resigning");
                     drop(guard);
-                    end_session(opts, &session).await;
+                    end_lost_session(opts, &session).await;
                     return Ok(ExitCode::from(EXIT_LEASE_LOST));
                 }
             };
@@ -1861,8 +1901,26 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
             }
             hold
         }
+        // Elected while cut off, and released since: an administrator ended the
+        // leadership before a word of it was said (exit 3, as `lock` and the help say).
+        Ok(Acquired::HoldEnded(_)) => {
+            note!(
+                "fencelock: elected to {name} while this client was cut off, and released \
+                 since (by an administrator); not leading"
+            );
+            end_session(opts, &session).await;
+            return Ok(ExitCode::from(EXIT_LEASE_LOST));
+        }
         Ok(other) => {
-            note!("fencelock: not elected: {other:?}");
+            let why = match other {
+                Acquired::SessionLost => "the session ended while waiting",
+                Acquired::WaitEnded => {
+                    "the wait ended while this client was cut off (it timed out, or was \
+                     granted and forced out since)"
+                }
+                _ => "the campaign's wait ended",
+            };
+            note!("fencelock: not elected to {name}: {why}");
             end_session(opts, &session).await;
             return Ok(ExitCode::from(EXIT_NOT_ACQUIRED));
         }
@@ -1871,7 +1929,7 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
             return Err(e.into());
         }
     };
-    let mut check = tokio::time::interval(Duration::from_millis(50));
+    let mut check = tokio::time::interval(LEASE_CHECK);
     // Every way out drops (stops) the hold's watch.
     loop {
         tokio::select! {
@@ -1898,14 +1956,14 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
                     }
                 }
                 drop(guard);
-                end_session(opts, &session).await;
+                end_lost_session(opts, &session).await;
                 return Ok(ExitCode::from(EXIT_LEASE_LOST));
             }
             _ = check.tick() => {
                 if !guard.may_act() {
                     note!("fencelock: leadership lease lost");
                     drop(guard);
-                    end_session(opts, &session).await;
+                    end_lost_session(opts, &session).await;
                     return Ok(ExitCode::from(EXIT_LEASE_LOST));
                 }
             }
@@ -1954,26 +2012,6 @@ fn with_label(line: String, label: &str) -> String {
         }
     }
     out
-}
-
-/// Whether `c`, printed for a person, could start a line, move the cursor or make a
-/// terminal show the text around it in another order than it comes: the control
-/// characters (C0, DEL, C1), the line and paragraph separators, and the bidirectional
-/// controls of Unicode Standard Annex 9 (U+061C, U+200E, U+200F, U+202A–U+202E,
-/// U+2066–U+2069: the characters of the "Trojan Source" attack, which would let a label
-/// read as another holder's). Cost: O(1).
-fn hides_text(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061c}'
-                | '\u{200e}'
-                | '\u{200f}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}'
-        )
 }
 
 /// What `watch` prints: every change, or an election's leader.
@@ -2135,14 +2173,14 @@ enum Said {
 /// a pipe nobody reads blocks until someone does (`fencelock watch L | slow-reader`). Done
 /// on that thread, it stopped the keep-alives and the session expired while the command
 /// only waited for its reader. Meanwhile a signal or a lost session (`lost`, looked at
-/// every 50 ms) ends the wait; the write then stays behind, blocked: a reader that reads
+/// every [`LEASE_CHECK`]) ends the wait; the write then stays behind, blocked: a reader that reads
 /// before the process exits (it closes its session first) still gets the line, and the
 /// exit does not wait for it (`main`). Lines keep their order: each is written
 /// before the next is begun. Cost: one write of `text`, and a thread from the runtime's
 /// pool while it blocks.
 async fn say_off_thread(text: String, signals: &mut Signals, lost: &dyn Fn() -> bool) -> Said {
     let mut write = tokio::task::spawn_blocking(move || write_out(&text));
-    let mut check = tokio::time::interval(Duration::from_millis(50));
+    let mut check = tokio::time::interval(LEASE_CHECK);
     loop {
         tokio::select! {
             w = &mut write => {
@@ -2242,6 +2280,7 @@ fn default_label(host_files: &[&std::path::Path], pid: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fencelock_server::stdio::SHOWN_MAX;
 
     /// A node's status: `id`, its role and term, its readiness checks (ready when every
     /// one is `ok …`), no members, empty tables.

@@ -515,6 +515,10 @@ async fn fetch_backup(addr: &str, max_bytes: usize) -> Result<(u16, Vec<u8>), St
     }
 }
 
+/// The most bytes of an error answer to `GET /snapshot` that `snapshot save` reads and
+/// shows.
+const ERROR_SHOWN: usize = 1024;
+
 async fn fetch_backup_untimed(addr: &str, max_bytes: usize) -> Result<(u16, Vec<u8>), String> {
     use http_body_util::BodyExt;
     let stream = tokio::net::TcpStream::connect(loopback(addr)?)
@@ -534,6 +538,25 @@ async fn fetch_backup_untimed(addr: &str, max_bytes: usize) -> Result<(u16, Vec<
         .await
         .map_err(|e| format!("{addr}: {e}"))?;
     let status = resp.status().as_u16();
+    if status != 200 {
+        // An error answer is shown to the operator, and nothing on this port proves it is a
+        // node's: its first ERROR_SHOWN bytes at most are read (then escaped where shown).
+        let mut body = resp.into_body();
+        let mut said = Vec::new();
+        while said.len() < ERROR_SHOWN {
+            match body.frame().await {
+                Some(Ok(f)) => {
+                    if let Some(d) = f.data_ref() {
+                        let room = ERROR_SHOWN - said.len();
+                        said.extend_from_slice(&d[..d.len().min(room)]);
+                    }
+                }
+                _ => break,
+            }
+        }
+        conn.abort();
+        return Ok((status, said));
+    }
     let body = http_body_util::Limited::new(resp.into_body(), max_bytes)
         .collect()
         .await
@@ -578,7 +601,7 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                     }
                     Ok((code, body)) => why.push(format!(
                         "{addr}: {code} {}",
-                        String::from_utf8_lossy(&body).trim()
+                        fencelock_server::stdio::shown(String::from_utf8_lossy(&body).trim())
                     )),
                     Err(e) => why.push(e),
                 }
@@ -593,10 +616,15 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
             locks,
             claims,
         } => {
-            let members: BTreeMap<u64, NodeAddr> = peers
-                .iter()
-                .map(|p| parse_peer(p, true))
-                .collect::<Result<_, _>>()?;
+            let mut members: BTreeMap<u64, NodeAddr> = BTreeMap::new();
+            for p in &peers {
+                let (pid, addr) = parse_peer(p, true)?;
+                // One address per node, as a node's start requires: a second would
+                // silently replace the first in the restored membership.
+                if members.insert(pid, addr).is_some() {
+                    return Err(format!("--peer names node {pid} twice"));
+                }
+            }
             let service = fencelock_server::state_machine::ServiceConfig {
                 sessions,
                 locks,
@@ -613,7 +641,7 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                 )
             })?;
             // A damaged file is refused before `dir` is made.
-            fencelock_server::state_machine::check_backup(&bytes)
+            fencelock_server::state_machine::check_backup_within(&bytes, &service)
                 .map_err(|e| format!("{}: {e}", file.display()))?;
             // Held until the restore is written: a node started on `dir` meanwhile (a
             // unit restarting) would write the same log as the restore.
