@@ -1109,6 +1109,7 @@ pub(crate) fn fuzz_snap_file(data: Vec<u8>) -> Vec<u8> {
 /// data must be of the version its header names (the checksum covers length and payload,
 /// not the header's magic). Cost: O(file size), the data decoded once to learn its
 /// version (see [`open_snap_file`] for the frame alone).
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn decode_snap_file(bytes: &[u8]) -> Result<SnapFile, String> {
     decode_snap_file_for(bytes, None)
 }
@@ -1383,7 +1384,7 @@ pub fn check_backup(bytes: &[u8]) -> Result<u64, String> {
 
 /// [`check_backup`] for a restore into `config`'s tables (`snapshot restore`): the
 /// backup's lists are counted against what they hold before the data is decoded
-/// ([`decode_snap_file_for`]). Errors and cost: as there.
+/// (`decode_snap_file_for`). Errors and cost: as there.
 pub fn check_backup_within(bytes: &[u8], config: &ServiceConfig) -> Result<u64, String> {
     check_backup_for(bytes, Some(config))
 }
