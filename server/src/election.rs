@@ -31,7 +31,9 @@
 //!   request that follower accepted. The *quorum time* is the latest instant such that a
 //!   majority of every voter configuration (this node counting as always fresh) accepted a
 //!   request sent at or after it. A leader whose quorum time is older than the maximum
-//!   election timeout (when its followers may elect another leader) **steps back** until a
+//!   election timeout (when its followers may elect another leader; counted from when it
+//!   began to lead at the earliest, or from when voters joined it after it was the only
+//!   one) **steps back** until a
 //!   probe (below) succeeds or a later term takes over: it answers clients
 //!   `NotLeader` at once (and fails requests in flight), stops stamping time and proposing
 //!   ticks, and stops sending AppendEntries, so its followers stop hearing from it and
@@ -47,7 +49,8 @@
 //!   `election_min / 2`) until a quorum acknowledges again, and the gap is never counted
 //!   later. The leader's logical clock ([`crate::node::LeaderClock`]) runs on it, so time
 //!   during which no quorum could be reached expires no session. A one-node cluster
-//!   counts its own time. Within a term it is continuous: when a membership change
+//!   counts its own time as it reads it, a stall between two reads counting as `fresh`
+//!   at most. Within a term it is continuous: when a membership change
 //!   switches between the two counts, or a late acknowledgement credits time that had
 //!   stood still, it carries on from its last value, never back and never faster than
 //!   the monotonic clock between two reads.
@@ -156,6 +159,9 @@ struct State {
     voters: Vec<BTreeSet<NodeId>>,
     /// Term in which this node is leader, and since when.
     leading: Option<(u64, Instant)>,
+    /// When this node last stopped being a quorum by itself (voters joined it): check-quorum
+    /// counts from then at the earliest, as from the start of a term.
+    needs_quorum_since: Option<Instant>,
     /// Term in which this node stepped back (check-quorum failed), and since when.
     stepped_back: Option<(u64, Instant)>,
     /// A stepped-back leader probing whether a quorum hears it again: since when.
@@ -220,6 +226,7 @@ impl Elector {
                 },
                 voters: Vec::new(),
                 leading: None,
+                needs_quorum_since: None,
                 stepped_back: None,
                 probing: None,
                 vouched: BTreeMap::new(),
@@ -335,8 +342,20 @@ impl Elector {
                 let step = if p.solo != solo {
                     Duration::ZERO
                 } else {
-                    raw.saturating_sub(p.raw)
-                        .min(now.saturating_duration_since(p.at))
+                    let step = raw
+                        .saturating_sub(p.raw)
+                        .min(now.saturating_duration_since(p.at));
+                    // A node that is a quorum by itself confirms its own time only as it
+                    // reads it (the ticker does every tick): a stall between two reads
+                    // longer than `fresh` — the process paused, its runtime stopped — counts
+                    // as `fresh`, as a quorum's silence does for a leader of several. Else a
+                    // one-node cluster paused past its sessions' ttl expired them all at its
+                    // first tick after, before a keep-alive sent meanwhile was read.
+                    if solo {
+                        step.min(self.timing.fresh())
+                    } else {
+                        step
+                    }
                 };
                 Shown {
                     term,
@@ -639,6 +658,14 @@ impl Elector {
             let now = Instant::now();
             let step = {
                 let mut st = self.lock();
+                // Voters joining a node that was a quorum by itself: until now no
+                // acknowledgement was needed (nor tracked as one), so the quorum is judged
+                // from this moment, not from when the node began to lead; it stepped back
+                // at once, before any follower could answer, and the change could not
+                // commit while it did.
+                if self_sufficient(self.id, &st.voters) && !self_sufficient(self.id, &voters) {
+                    st.needs_quorum_since = Some(now);
+                }
                 st.voters = voters.clone();
                 if leading {
                     let term = m.current_term;
@@ -656,6 +683,7 @@ impl Elector {
                         _ if self_sufficient(self.id, &voters) => {}
                         (None, _) => {
                             let since = q.map_or(leading_since, |q| q.max(leading_since));
+                            let since = st.needs_quorum_since.map_or(since, |t| t.max(since));
                             // The maximum election timeout: by then the followers may
                             // elect another leader (not before: they refuse votes for that
                             // long), so stepping back earlier would turn a stall into an
@@ -1258,6 +1286,33 @@ mod tests {
         );
         // From there it runs with this node's own clock.
         std::thread::sleep(Duration::from_millis(40));
+        let c3 = e.credited(5).unwrap();
+        assert!(c3 - c2 >= Duration::from_millis(40), "{c2:?} -> {c3:?}");
+    }
+
+    /// A node that is a quorum by itself counts its own time as it reads it, and a stall
+    /// between two reads (the process paused) counts as at most `fresh` (150 ms here):
+    /// 400 ms without a read add at most that; reads 10 ms apart add their time.
+    #[test]
+    fn a_one_node_leader_does_not_credit_a_stall_between_reads() {
+        let e = elector();
+        let t = Instant::now() - Duration::from_secs(10);
+        {
+            let mut st = e.lock();
+            st.voters = vec![set(&[1])];
+            st.leading = Some((5, t));
+        }
+        let c1 = e.credited(5).unwrap();
+        assert!(c1 >= Duration::from_secs(10), "{c1:?}");
+        std::thread::sleep(Duration::from_millis(400));
+        let c2 = e.credited(5).unwrap();
+        let fresh = Duration::from_millis(150);
+        assert!(c2 - c1 <= fresh, "a 400 ms stall credited as {:?}", c2 - c1);
+        assert!(c2 - c1 >= fresh, "{:?}", c2 - c1);
+        for _ in 0..4 {
+            std::thread::sleep(Duration::from_millis(10));
+            e.credited(5).unwrap();
+        }
         let c3 = e.credited(5).unwrap();
         assert!(c3 - c2 >= Duration::from_millis(40), "{c2:?} -> {c3:?}");
     }

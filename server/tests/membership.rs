@@ -281,6 +281,61 @@ async fn removing_voters_down_to_the_leader_does_not_make_its_time_jump() {
     c.shutdown().await;
 }
 
+/// Voters joining a node that led alone: it does not step back for want of
+/// acknowledgements it never needed while alone. It judged its quorum from when it began
+/// to lead, long past the election timeout, and stepped back at the first look after the
+/// change, before a follower could answer: the change could not commit while it held
+/// back, and clients were told `NotLeader` for about twice the election timeout. Now the
+/// change commits in the same term, the leader never stepping back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voters_joining_a_node_that_led_alone_do_not_make_it_step_back() {
+    let c = Cluster::start_with("members-grow", 100, 2000).await;
+    let l = c.leader().await;
+    let all: Vec<NodeId> = (1..=3).collect();
+    let Ok(Reply::Members { voters, .. }) = admin(&c, Request::Members).await else {
+        panic!("no members")
+    };
+    let r = admin(&c, Request::SetVoters { voters: vec![l] }).await;
+    assert_eq!(r, Ok(Reply::MembershipChanged));
+    let term = c.nodes[&l].raft.metrics().borrow().current_term;
+    // Alone for longer than the maximum election timeout (600 ms); the others come back
+    // as learners, which the leader replicates to but needs no answer from.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for (id, addr) in voters.into_iter().filter(|(id, _)| *id != l) {
+        let r = admin(&c, Request::AddLearner { id, addr }).await;
+        assert_eq!(r, Ok(Reply::MembershipChanged), "node {id}");
+    }
+    let stepped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watching = {
+        let (node, stepped) = (c.nodes[&l].clone(), stepped.clone());
+        tokio::spawn(async move {
+            loop {
+                if node.elector().stepped_back() {
+                    stepped.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let r = admin(
+        &c,
+        Request::SetVoters {
+            voters: all.clone(),
+        },
+    )
+    .await;
+    assert_eq!(r, Ok(Reply::MembershipChanged));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    watching.abort();
+    assert!(
+        !stepped.load(std::sync::atomic::Ordering::SeqCst),
+        "the leader stepped back when voters joined it"
+    );
+    assert_eq!(c.nodes[&l].raft.metrics().borrow().current_term, term);
+    assert_eq!(members(&c).await.0, all);
+    c.shutdown().await;
+}
+
 /// A membership change is judged on the leader, from its membership confirmed as the
 /// leader's. A node cut off before a learner was added has never seen it: asked to remove
 /// it, it used to answer done from its own view (so `remove-learner` exited 0 and the
