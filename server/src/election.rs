@@ -49,8 +49,7 @@
 //!   `election_min / 2`) until a quorum acknowledges again, and the gap is never counted
 //!   later. The leader's logical clock ([`crate::node::LeaderClock`]) runs on it, so time
 //!   during which no quorum could be reached expires no session. A one-node cluster
-//!   counts its own time as it reads it, a stall between two reads counting as `fresh`
-//!   at most. Within a term it is continuous: when a membership change
+//!   counts its own time. Within a term it is continuous: when a membership change
 //!   switches between the two counts, or a late acknowledgement credits time that had
 //!   stood still, it carries on from its last value, never back and never faster than
 //!   the monotonic clock between two reads.
@@ -342,20 +341,8 @@ impl Elector {
                 let step = if p.solo != solo {
                     Duration::ZERO
                 } else {
-                    let step = raw
-                        .saturating_sub(p.raw)
-                        .min(now.saturating_duration_since(p.at));
-                    // A node that is a quorum by itself confirms its own time only as it
-                    // reads it (the ticker does every tick): a stall between two reads
-                    // longer than `fresh` — the process paused, its runtime stopped — counts
-                    // as `fresh`, as a quorum's silence does for a leader of several. Else a
-                    // one-node cluster paused past its sessions' ttl expired them all at its
-                    // first tick after, before a keep-alive sent meanwhile was read.
-                    if solo {
-                        step.min(self.timing.fresh())
-                    } else {
-                        step
-                    }
+                    raw.saturating_sub(p.raw)
+                        .min(now.saturating_duration_since(p.at))
                 };
                 Shown {
                     term,
@@ -1286,33 +1273,6 @@ mod tests {
         );
         // From there it runs with this node's own clock.
         std::thread::sleep(Duration::from_millis(40));
-        let c3 = e.credited(5).unwrap();
-        assert!(c3 - c2 >= Duration::from_millis(40), "{c2:?} -> {c3:?}");
-    }
-
-    /// A node that is a quorum by itself counts its own time as it reads it, and a stall
-    /// between two reads (the process paused) counts as at most `fresh` (150 ms here):
-    /// 400 ms without a read add at most that; reads 10 ms apart add their time.
-    #[test]
-    fn a_one_node_leader_does_not_credit_a_stall_between_reads() {
-        let e = elector();
-        let t = Instant::now() - Duration::from_secs(10);
-        {
-            let mut st = e.lock();
-            st.voters = vec![set(&[1])];
-            st.leading = Some((5, t));
-        }
-        let c1 = e.credited(5).unwrap();
-        assert!(c1 >= Duration::from_secs(10), "{c1:?}");
-        std::thread::sleep(Duration::from_millis(400));
-        let c2 = e.credited(5).unwrap();
-        let fresh = Duration::from_millis(150);
-        assert!(c2 - c1 <= fresh, "a 400 ms stall credited as {:?}", c2 - c1);
-        assert!(c2 - c1 >= fresh, "{:?}", c2 - c1);
-        for _ in 0..4 {
-            std::thread::sleep(Duration::from_millis(10));
-            e.credited(5).unwrap();
-        }
         let c3 = e.credited(5).unwrap();
         assert!(c3 - c2 >= Duration::from_millis(40), "{c2:?} -> {c3:?}");
     }

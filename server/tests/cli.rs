@@ -851,8 +851,8 @@ fn a_release_whose_push_was_lost_is_found_by_reading_the_hold() {
 /// another can be elected a margin after the lease stopped being safe. With a 5 s ttl
 /// (keep-alives every 1.25 s, the lease safe until 4 s after the last acknowledged one, a
 /// margin of 1 s) and `--timeout-ms 5000`, the node killed: the lease runs out 2.75 to 4 s
-/// after the kill, and `elect` is gone by 4.6 s; it was gone only once its close had
-/// retried for 5 s more.
+/// after the kill, and `elect` is gone by 4.6 s (checked with room: 5.5 s); it was gone
+/// only once its close had retried for 5 s more, 7.75 s at the earliest.
 #[test]
 fn an_elect_that_lost_its_lease_exits_within_the_margin() {
     let _s = serial();
@@ -885,7 +885,7 @@ fn an_elect_that_lost_its_lease_exits_within_the_margin() {
     assert_eq!(status.code(), Some(3), "{err}");
     assert!(err.contains("leadership lease lost"), "{err}");
     assert!(
-        took < Duration::from_millis(4_900),
+        took < Duration::from_millis(5_500),
         "exited {took:?} after the kill: {err}"
     );
 }

@@ -227,7 +227,7 @@ FENCELOCK_PERMIT_LIMIT (removed under a plain lock)."
     /// --observe, do not campaign: print the leader as it changes (as `observe`).
     #[command(
         after_help = "Exit status: 0 resigned (or stopped observing) on SIGINT, SIGTERM or SIGHUP; \
-2 not elected (the session ended while waiting); 3 the leadership lease (or the observing \
+2 not elected (the session ended while waiting, or the wait ended while cut off); 3 the leadership lease (or the observing \
 session) was lost, before `epoch N` (the grant came too late to be safe) or after, or an \
 administrator released the leadership; 1 the cluster did not answer \
 or refused; 128+N a signal N while opening the session or waiting to be elected (or once \
@@ -1233,7 +1233,7 @@ fn status_json(
 }
 
 /// The signals that make `lock`, `elect`, `watch` and `observe` clean up and exit: SIGINT,
-/// SIGTERM, SIGHUP — each unless this process started with it ignored.
+/// SIGTERM, SIGHUP — SIGINT and SIGHUP unless this process started with them ignored.
 struct Signals {
     int: Option<tokio::signal::unix::Signal>,
     term: Option<tokio::signal::unix::Signal>,
@@ -1241,11 +1241,13 @@ struct Signals {
 }
 
 impl Signals {
-    /// Installs the handlers (from now on these signals no longer end the process). A
-    /// signal this process started with ignored stays ignored: `nohup fencelock lock …`
-    /// (SIGHUP) and a job a non-interactive shell runs with `&` (SIGINT) were meant to
-    /// outlive the terminal or the Ctrl-C, and a handler of ours would have stopped the
-    /// command and released the lock on that signal.
+    /// Installs the handlers (from now on these signals no longer end the process).
+    /// SIGHUP or SIGINT this process started with ignored stays ignored: `nohup fencelock
+    /// lock …` (SIGHUP) and a job a non-interactive shell runs with `&` (SIGINT) were meant
+    /// to outlive the terminal or the Ctrl-C, and a handler of ours would have stopped the
+    /// command and released the lock on that signal. SIGTERM is always caught: it is how
+    /// the supervisor stops the command's group and learns that `lock` is gone, and an
+    /// ignore inherited by them would leave only the SIGKILL after the grace.
     fn new() -> std::io::Result<Signals> {
         use tokio::signal::unix::{signal, SignalKind};
         let ignored = ignored_at_start();
@@ -1257,7 +1259,7 @@ impl Signals {
         };
         Ok(Signals {
             int: catch(Signal::SIGINT, SignalKind::interrupt())?,
-            term: catch(Signal::SIGTERM, SignalKind::terminate())?,
+            term: Some(signal(SignalKind::terminate())?),
             hup: catch(Signal::SIGHUP, SignalKind::hangup())?,
         })
     }
@@ -1321,14 +1323,18 @@ async fn end_session(opts: &Opts, session: &Session) {
     end_session_within(opts, session, opts.timeout()).await
 }
 
-/// [`end_session`] after a lost leadership: waiting at most half the lease's margin (or
-/// `--timeout-ms`, if less). `elect` says nothing on stdout when it loses, so its exit is
+/// [`end_session`] after a lost leadership: waiting at most half the lease's margin, and
+/// no longer than the margin less a lease check (or `--timeout-ms`, if less). `elect` says nothing on stdout when it loses, so its exit is
 /// the word a reader has, and the cluster may elect another leader a margin after the
 /// lease stopped being safe: the close (which a lost lease, with no node answering, would
 /// spend in vain) must not hold the exit past that. The session expires anyway.
 async fn end_lost_session(opts: &Opts, session: &Session) {
-    let half_margin = Duration::from_millis(opts.ttl_ms / 10);
-    end_session_within(opts, session, opts.timeout().min(half_margin)).await
+    // The loss is seen within a lease check of the lease's end, so the close must end
+    // within the rest of the margin (for a short ttl, less than half of it).
+    let margin = opts.ttl_ms / 5;
+    let left = margin.saturating_sub(LEASE_CHECK.as_millis() as u64 + 1);
+    let limit = Duration::from_millis((opts.ttl_ms / 10).min(left));
+    end_session_within(opts, session, opts.timeout().min(limit)).await
 }
 
 async fn end_session_within(opts: &Opts, session: &Session, limit: Duration) {
