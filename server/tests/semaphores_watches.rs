@@ -128,7 +128,7 @@ impl Node {
 
     /// The CLI with this cluster's address.
     fn cli(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(CLI);
+        let mut c = procs::with_default_signals(CLI);
         c.env_remove("FENCELOCK_CLUSTER")
             .env_remove("FENCELOCK_LABEL")
             .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
@@ -1042,7 +1042,7 @@ fn a_one_node_clusters_clock_runs_and_keeps_running_when_it_grows() {
     nodes.0.push(start(0, &[peer(0)], true));
     let cluster = format!("127.0.0.1:{}", ports[0].1);
     let cli = |args: &[&str]| {
-        let mut c = Command::new(CLI);
+        let mut c = procs::with_default_signals(CLI);
         c.env_remove("FENCELOCK_CLUSTER")
             .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
             .current_dir(&dir)

@@ -713,6 +713,17 @@ pub fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
     }
 }
 
+/// A command running `bin` with SIGINT and SIGHUP at their defaults (GNU `env
+/// --default-signal`, which then execs it: the same pid). The CLI keeps those two ignored
+/// when it starts with them ignored (`nohup`), and a test run started that way — a
+/// background job of a script ignores SIGINT too — would pass that on, so the tests that
+/// stop a CLI with either signal start it from the defaults.
+pub fn with_default_signals(bin: &str) -> Command {
+    let mut c = Command::new("env");
+    c.args(["--default-signal=INT,HUP", bin]);
+    c
+}
+
 /// Sends `sig` (as `kill` spells it, e.g. `-TERM`) to `pid`.
 pub fn signal(pid: u32, sig: &str) {
     let ok = Command::new("kill")
