@@ -1810,6 +1810,18 @@ fn reply_out(
     (Out::Frame(refusal), None)
 }
 
+/// Resolves at `by` while the connection has no token accepted (`unproven`), counting
+/// its close as `auth_timeout`; never otherwise. The connection's one authentication
+/// deadline, awaited wherever it waits on its client (the next frame, an in-flight
+/// permit).
+async fn auth_deadline(by: tokio::time::Instant, unproven: bool, stats: &NetStats) {
+    if !unproven {
+        return std::future::pending().await;
+    }
+    tokio::time::sleep_until(by).await;
+    stats.close(CLIENT, "auth_timeout");
+}
+
 /// Serves one client connection. Its place (`slot`) is proven by a token accepted, or
 /// on a node without tokens by its first whole request ([`Admitted::prove`]).
 async fn client_conn<R, W>(
@@ -1993,10 +2005,7 @@ async fn client_conn<R, W>(
                 policy.read_timeout,
             ) => f,
             _ = writer_done.notified() => break,
-            _ = tokio::time::sleep_until(auth_by), if grants.is_none() => {
-                node.stats.net.close(CLIENT, "auth_timeout");
-                break;
-            }
+            _ = auth_deadline(auth_by, grants.is_none(), &node.stats.net) => break,
         };
         match next {
             Ok(Next::Frame(ClientFrame { id, req })) => {
@@ -2007,10 +2016,7 @@ async fn client_conn<R, W>(
                     p = limit.clone().acquire_owned() => p,
                     _ = writer_done.notified() => break,
                     // A client that sends without reading waits here, not at the read.
-                    _ = tokio::time::sleep_until(auth_by), if grants.is_none() => {
-                        node.stats.net.close(CLIENT, "auth_timeout");
-                        break;
-                    }
+                    _ = auth_deadline(auth_by, grants.is_none(), &node.stats.net) => break,
                 };
                 let Ok(permit) = permit else { break };
                 // Authentication is handled here, in order: the requests after it see it.
@@ -2335,6 +2341,48 @@ mod tests {
             read <= bound,
             "{read} of {sent} requests read from a client that reads no reply (bound {bound})"
         );
+        conn.abort();
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The authentication deadline also ends a connection that waits for an in-flight
+    /// permit, not for its next frame: a client that sends without a token and never
+    /// reads fills its in-flight limit and waits there, and is closed at the deadline
+    /// (2 s here), counted as `auth_timeout` — not only when its stalled writes time out
+    /// (the read timeout, 10 s). (Paused time.)
+    #[tokio::test(start_paused = true)]
+    async fn a_client_waiting_for_a_permit_without_a_token_is_closed_at_its_deadline() {
+        let (node, dir) = unit_node("auth-permit").await;
+        let policy = ClientPolicy {
+            tokens: Some(Arc::new(Tokens::default())),
+            auth_timeout: Duration::from_secs(2),
+            ..ClientPolicy::default()
+        };
+        let closed = |reason: &str| {
+            node.stats
+                .net
+                .closed
+                .get_or_create(&labels(&[("port", CLIENT), ("reason", reason)]))
+                .get()
+        };
+        let frame = frame::encode(&ClientFrame {
+            id: 1,
+            req: Request::Members,
+        })
+        .unwrap();
+        let r = Frames {
+            frame,
+            pos: 0,
+            left: 100_000,
+            taken: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        };
+        let conn = tokio::spawn(client_conn(r, NeverReads, node.clone(), None, policy));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(closed("auth_timeout"), 0, "closed before its deadline");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(closed("auth_timeout"), 1, "not closed at its deadline");
+        assert_eq!(closed("write_timeout"), 0);
         conn.abort();
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);

@@ -94,7 +94,10 @@ impl ServiceConfig {
     /// Errors: what is wrong, described. Cost: O(1).
     pub fn check_tables(&self) -> Result<(), String> {
         if self.sessions == 0 || self.locks == 0 || self.claims == 0 {
-            return Err("--sessions, --locks and --claims must be at least 1".into());
+            return Err(format!(
+                "each table needs at least one row (sessions {}, locks {}, claims {})",
+                self.sessions, self.locks, self.claims
+            ));
         }
         fencelock::check_rows(self.sessions.max(self.locks).max(self.claims))
             .map_err(|e| format!("table sizes: {e}"))

@@ -1010,25 +1010,26 @@ fn options_follow_the_subcommand_and_usage_errors_exit_64() {
     signal(c.id(), "-TERM");
     wait_exit(&mut c, Duration::from_secs(10));
 
-    let st = n
-        .cli(&["lock", "L", "--no-such-option", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(st.status.code(), Some(64));
-    let st = n.cli(&["lock", "L"]).output().unwrap();
-    assert_eq!(st.status.code(), Some(64), "a lock without a command");
+    // Each command is a usage error (exit 64) whose message says each of `says`.
+    let usage_error = |cmd: &[&str], says: &[&str]| {
+        let st = n.cli(cmd).output().unwrap();
+        assert_eq!(st.status.code(), Some(64), "{cmd:?}");
+        let err = String::from_utf8_lossy(&st.stderr);
+        for s in says {
+            assert!(err.contains(s), "{cmd:?}: {err}");
+        }
+    };
+    usage_error(&["lock", "L", "--no-such-option", "--", "true"], &[]);
+    // A lock without a command.
+    usage_error(&["lock", "L"], &[]);
     // --try and --wait-ms say two different things: refused, not one silently chosen.
-    let st = n
-        .cli(&["lock", "L", "--try", "--wait-ms", "5", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(st.status.code(), Some(64), "--try with --wait-ms");
+    usage_error(&["lock", "L", "--try", "--wait-ms", "5", "--", "true"], &[]);
     assert_eq!(n.holder("L"), "", "nothing was acquired");
     // A kill grace as long as the lease's margin (a fifth of the ttl: 600 ms of 3000) less
     // the 20 ms between two looks at the lease would let the command outlive its lease:
     // refused before anything is asked.
-    let st = n
-        .cli(&[
+    usage_error(
+        &[
             "lock",
             "L",
             "--ttl-ms",
@@ -1037,12 +1038,9 @@ fn options_follow_the_subcommand_and_usage_errors_exit_64() {
             "580",
             "--",
             "true",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(st.status.code(), Some(64));
-    let err = String::from_utf8_lossy(&st.stderr);
-    assert!(err.contains("must be below the margin"), "{err}");
+        ],
+        &["must be below the margin"],
+    );
     assert_eq!(n.holder("L"), "", "nothing was acquired");
     // A ttl too short to keep a session alive is a usage error, said before a session is
     // opened (it used to open one, then close it and exit 1), for every command that
@@ -1053,13 +1051,7 @@ fn options_follow_the_subcommand_and_usage_errors_exit_64() {
         &["watch", "L", "--ttl-ms", "0"],
         &["observe", "E", "--ttl-ms", "4"],
     ] {
-        let st = n.cli(cmd).output().unwrap();
-        assert_eq!(st.status.code(), Some(64), "{cmd:?}");
-        let err = String::from_utf8_lossy(&st.stderr);
-        assert!(
-            err.contains("too short to keep a session alive"),
-            "{cmd:?}: {err}"
-        );
+        usage_error(cmd, &["too short to keep a session alive"]);
     }
     // `lock` and `elect` look at the lease every 20 ms: a ttl whose margin (a fifth) is
     // no longer than that is a usage error too, said before anything is opened (the
@@ -1069,14 +1061,7 @@ fn options_follow_the_subcommand_and_usage_errors_exit_64() {
         &["lock", "L", "--ttl-ms", "104", "--", "true"][..],
         &["elect", "E", "--ttl-ms", "104"],
     ] {
-        let st = n.cli(cmd).output().unwrap();
-        assert_eq!(st.status.code(), Some(64), "{cmd:?}");
-        let err = String::from_utf8_lossy(&st.stderr);
-        assert!(
-            err.contains("too short to act on a lease"),
-            "{cmd:?}: {err}"
-        );
-        assert!(err.contains("at least 105"), "{cmd:?}: {err}");
+        usage_error(cmd, &["too short to act on a lease", "at least 105"]);
     }
     assert_eq!(n.holder("L"), "", "nothing was acquired");
     let st = n

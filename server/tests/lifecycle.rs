@@ -80,6 +80,7 @@ fn start_error(dir: &Path) -> String {
 }
 
 /// Flags that cannot describe a cluster are refused before anything starts, naming them:
+/// tables of no rows (refused before the data directory is made),
 /// a node named twice by `--peer` (the second address would silently replace the first),
 /// and an `--election-ms` whose double (the timeout range's top) does not fit.
 #[test]
@@ -108,6 +109,15 @@ fn a_peer_named_twice_or_an_election_timeout_out_of_range_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("--election-ms is too large"), "{err}");
+    // A table of no rows could hold nothing: refused naming the flags and the tables.
+    let _ = std::fs::remove_dir_all(base.join("data"));
+    let out = run(&["--peer".into(), one(0), "--locks".into(), "0".into()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--sessions, --locks, --claims"), "{err}");
+    assert!(err.contains("at least one row"), "{err}");
+    assert!(err.contains("locks 0"), "{err}");
+    assert!(!base.join("data").exists(), "a directory was made");
     // `snapshot restore` too: a node named twice is refused before the backup is read
     // (the second address silently replaced the first in the restored membership).
     let out = Command::new(NODE)
@@ -121,6 +131,19 @@ fn a_peer_named_twice_or_an_election_timeout_out_of_range_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("--peer names node 1 twice"), "{err}");
+    assert!(!base.join("restored").exists(), "a directory was made");
+    let out = Command::new(NODE)
+        .args(["snapshot", "restore"])
+        .arg(base.join("no-such-backup.fl"))
+        .arg("--dir")
+        .arg(base.join("restored"))
+        .args(["--peer", &one(0), "--sessions", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("--sessions, --locks, --claims"), "{err}");
+    assert!(err.contains("sessions 0"), "{err}");
     assert!(!base.join("restored").exists(), "a directory was made");
 }
 

@@ -358,7 +358,7 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
             ..core
         },
     };
-    service.check_tables()?;
+    check_table_flags(&service)?;
     note!(
         "fencelock-node: FORCING A NEW CLUSTER from {} — writes the lost members acknowledged \
          but {} never received are LOST; never start the old members again",
@@ -632,7 +632,7 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                 ..Default::default()
             };
             // Before anything is read or allocated for them.
-            service.check_tables()?;
+            check_table_flags(&service)?;
             let cap = fencelock_server::state_machine::max_snapshot_file_bytes(&service);
             let bytes = fencelock_server::disk::read_capped(&file, cap).map_err(|e| {
                 format!(
@@ -759,6 +759,18 @@ async fn stop_signal() -> &'static str {
     }
 }
 
+/// Checks the table sizes given by `--sessions`, `--locks` and `--claims`
+/// ([`ServiceConfig::check_tables`]), naming the flags in the refusal.
+///
+/// [`ServiceConfig::check_tables`]: fencelock_server::state_machine::ServiceConfig::check_tables
+fn check_table_flags(
+    service: &fencelock_server::state_machine::ServiceConfig,
+) -> Result<(), String> {
+    service
+        .check_tables()
+        .map_err(|e| format!("--sessions, --locks, --claims: {e}"))
+}
+
 /// Refuses transport limits that would stop the node from working.
 fn check_net_limits(args: &Args) -> Result<(), String> {
     if args.max_peer_frame_bytes < MIN_RAFT_FRAME {
@@ -853,6 +865,14 @@ async fn run(args: Args) -> Result<(), String> {
     let (Some(id), Some(dir)) = (args.id, args.dir.clone()) else {
         return Err("--id and --dir are required".into());
     };
+    // Flags that need nothing else are judged before anything is made or bound.
+    check_table_flags(&fencelock_server::state_machine::ServiceConfig {
+        sessions: args.sessions,
+        locks: args.locks,
+        claims: args.claims,
+        ..Default::default()
+    })?;
+    check_net_limits(&args)?;
     // Held for as long as the node runs: a second node or force-new-cluster is refused.
     // Private to this user: the log and the snapshot hold session credentials.
     fencelock_server::disk::create_private_dir(&dir)
@@ -933,8 +953,6 @@ async fn run(args: Args) -> Result<(), String> {
     config.service.sessions = args.sessions;
     config.service.locks = args.locks;
     config.service.claims = args.claims;
-    config.service.check_tables()?;
-    check_net_limits(&args)?;
     config.max_ttl_ms = (args.max_ttl_ms > 0).then_some(args.max_ttl_ms);
     config.max_sessions_per_conn =
         (args.max_sessions_per_conn > 0).then_some(args.max_sessions_per_conn);
