@@ -896,6 +896,33 @@ fn an_elect_that_lost_its_lease_exits_within_the_margin() {
     );
 }
 
+/// `elect` asked to resign exits 0 only when the cluster confirmed the close: with its
+/// node gone (the lease still safe, 30 s long), the close cannot be confirmed within
+/// `--timeout-ms`, and it exits 1 saying so — the leadership is not free until the
+/// session expires.
+#[test]
+fn an_elect_whose_resignation_is_not_confirmed_exits_1() {
+    let _s = serial();
+    let mut n = Node::start("elect-unconfirmed");
+    let mut elect = n
+        .cli(&["elect", "E", "--ttl-ms", "30000", "--timeout-ms", "1000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start fencelock elect");
+    let mut out = std::io::BufReader::new(elect.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.starts_with("epoch "), "{line:?}");
+    n.kill9();
+    signal(elect.id(), "-TERM");
+    let status = wait_exit(&mut elect, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut elect.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("resignation from E not confirmed"), "{err}");
+}
+
 #[test]
 fn a_lost_connection_is_reconnected_within_the_lease() {
     let _s = serial();

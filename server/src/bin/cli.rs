@@ -227,7 +227,8 @@ FENCELOCK_PERMIT_LIMIT (removed under a plain lock)."
     /// --observe, do not campaign: print the leader as it changes (as `observe`).
     #[command(
         after_help = "Exit status: 0 resigned (or stopped observing) on SIGINT, SIGTERM or SIGHUP; \
-2 not elected (the session ended while waiting, or the wait ended while cut off); 3 the leadership lease (or the observing \
+1 asked to resign, but the cluster did not confirm it (the leadership ends when the \
+session expires); 2 not elected (the session ended while waiting, or the wait ended while cut off); 3 the leadership lease (or the observing \
 session) was lost, before `epoch N` (the grant came too late to be safe) or after, or an \
 administrator released the leadership; 1 the cluster did not answer \
 or refused; 128+N a signal N while opening the session or waiting to be elected (or once \
@@ -1319,8 +1320,19 @@ async fn open(opts: &Opts, client: &Client) -> Res<(Arc<Session>, LeaseGuard)> {
 
 /// Closes the session (which releases its holds and ends its waits: the lock goes to the
 /// next waiter at once), waiting at most `--timeout-ms`; says so if that failed.
-async fn end_session(opts: &Opts, session: &Session) {
+async fn end_session(opts: &Opts, session: &Session) -> Closed {
     end_session_within(opts, session, opts.timeout()).await
+}
+
+/// Whether a session's close was confirmed by the cluster. A caller whose exit status
+/// says the session ended (`elect`'s resignation) looks at it; the others only note it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Closed {
+    /// The cluster closed it: what it held is free now.
+    Confirmed,
+    /// No answer, or a refusal, within the limit (noted on stderr): what it holds is
+    /// freed when it expires.
+    Unconfirmed,
 }
 
 /// [`end_session`] after a lost leadership: waiting at most half the lease's margin, and
@@ -1328,7 +1340,7 @@ async fn end_session(opts: &Opts, session: &Session) {
 /// the word a reader has, and the cluster may elect another leader a margin after the
 /// lease stopped being safe: the close (which a lost lease, with no node answering, would
 /// spend in vain) must not hold the exit past that. The session expires anyway.
-async fn end_lost_session(opts: &Opts, session: &Session) {
+async fn end_lost_session(opts: &Opts, session: &Session) -> Closed {
     // The loss is seen within a lease check of the lease's end, so the close must end
     // within the rest of the margin (for a short ttl, less than half of it).
     let margin = opts.ttl_ms / 5;
@@ -1337,9 +1349,9 @@ async fn end_lost_session(opts: &Opts, session: &Session) {
     end_session_within(opts, session, opts.timeout().min(limit)).await
 }
 
-async fn end_session_within(opts: &Opts, session: &Session, limit: Duration) {
+async fn end_session_within(opts: &Opts, session: &Session, limit: Duration) -> Closed {
     match tokio::time::timeout(limit, session.close()).await {
-        Ok(Ok(())) => {}
+        Ok(Ok(())) => return Closed::Confirmed,
         // The error's text may be a node's: escaped (`shown`), so a faulty node cannot
         // forge a line or send the terminal its controls.
         Ok(Err(e)) => note!(
@@ -1355,6 +1367,7 @@ async fn end_session_within(opts: &Opts, session: &Session, limit: Duration) {
             opts.ttl_ms
         ),
     }
+    Closed::Unconfirmed
 }
 
 /// How the command's run ended.
@@ -1940,10 +1953,16 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
     loop {
         tokio::select! {
             _ = signals.recv() => {
-                // Resigning on request is the normal end of `elect`.
+                // Resigning on request is the normal end of `elect`; exit 0 says the
+                // leadership is free, so only a close the cluster confirmed gets it.
                 drop(guard);
-                end_session(opts, &session).await;
-                return Ok(ExitCode::SUCCESS);
+                return Ok(match end_session(opts, &session).await {
+                    Closed::Confirmed => ExitCode::SUCCESS,
+                    Closed::Unconfirmed => {
+                        note!("fencelock: resignation from {name} not confirmed; the leadership ends when the session expires");
+                        ExitCode::FAILURE
+                    }
+                });
             }
             end = hold.ended() => {
                 match end {
