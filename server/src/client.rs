@@ -915,16 +915,25 @@ impl Client {
             }
             _ => e,
         };
-        // Connects that failed in a row (a connect that succeeds starts the count again):
-        // after each round of every address failing, the pause before the next grows
-        // (`connect_pause`).
+        // Attempts that failed in a row — a connect that failed, or a node that took the
+        // request and answered `Unavailable` (no quorum, say): after each round of every
+        // address failing, the pause before the next grows (`connect_pause`). Only an
+        // answer that points somewhere (a redirect) starts the count again: a live node
+        // answering `Unavailable` used to restart it with every connect, so it and the
+        // dead nodes beside it were dialled every few tens of milliseconds.
         let mut refused = 0u32;
+        // The pause after one more failed attempt, or `None` when no room is left for
+        // another before the end of the retry time (one last connect is left room before
+        // it: a node back in that last moment is still reached).
+        let failed = |refused: &mut u32| {
+            *refused = refused.saturating_add(1);
+            let rounds = (*refused - 1) / self.st().addrs.len().max(1) as u32;
+            let left = self.inner.retry_for.saturating_sub(start.elapsed());
+            (left > LAST_TRY).then(|| connect_pause(rounds).min(left - LAST_TRY))
+        };
         while start.elapsed() < self.inner.retry_for {
             let conn = match self.connect(start + self.inner.retry_for).await {
-                Ok(c) => {
-                    refused = 0;
-                    c
-                }
+                Ok(c) => c,
                 // A refused token stays refused: no retry.
                 Err(e @ (ClientError::Unauthenticated | ClientError::Forbidden(_))) => {
                     return Err(after_sent(e))
@@ -933,6 +942,7 @@ impl Client {
                 // with its pauses, so that two nodes naming each other cost a few
                 // connections a second here too.
                 Err(ClientError::NotLeader { leader }) => {
+                    refused = 0;
                     let pause = self.redirected(leader.clone(), &mut hops);
                     last = ClientError::NotLeader { leader };
                     let left = self.inner.retry_for.saturating_sub(start.elapsed());
@@ -941,16 +951,11 @@ impl Client {
                 }
                 Err(e) => {
                     last = e;
-                    refused = refused.saturating_add(1);
-                    let rounds = (refused - 1) / self.st().addrs.len().max(1) as u32;
-                    // Never through the end of the retry time: one last connect is left
-                    // room before it (a node back in that last second is still reached),
-                    // and that one was the last.
-                    let left = self.inner.retry_for.saturating_sub(start.elapsed());
-                    if left <= LAST_TRY {
+                    // Never through the end of the retry time, and that one was the last.
+                    let Some(pause) = failed(&mut refused) else {
                         break;
-                    }
-                    tokio::time::sleep(connect_pause(rounds).min(left - LAST_TRY)).await;
+                    };
+                    tokio::time::sleep(pause).await;
                     continue;
                 }
             };
@@ -958,6 +963,7 @@ impl Client {
                 Ok(r) => return Ok((r, conn.epoch)),
                 Err(ClientError::NotLeader { leader }) => {
                     self.drop_conn(&conn);
+                    refused = 0;
                     let pause = self.redirected(leader.clone(), &mut hops);
                     last = ClientError::NotLeader { leader };
                     // (No pause past the call's end: it would only delay its failure.)
@@ -967,7 +973,10 @@ impl Client {
                 Err(ClientError::Unavailable(m)) => {
                     self.drop_conn(&conn);
                     last = ClientError::Unavailable(m);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let Some(pause) = failed(&mut refused) else {
+                        break;
+                    };
+                    tokio::time::sleep(pause).await;
                 }
                 Err(e) => return Err(e),
             }
@@ -2634,8 +2643,8 @@ fn for_a_while(e: &ClientError) -> bool {
 const LAST_TRY: Duration = Duration::from_millis(50);
 
 /// The pause before the next connect after `rounds` whole rounds of the client's
-/// addresses failed to connect (refused, unreachable, or refusing this client's
-/// connection for a reason of their own): 50 ms within the first round, so the next
+/// addresses failed (refused, unreachable, refusing this client's connection for a
+/// reason of their own, or answering `Unavailable`): 50 ms within the first round, so the next
 /// address is tried at once, then doubling each round up to 1 s. A node restarting, or
 /// a whole cluster down, is dialled a few times a second by each waiting call, not twenty.
 /// Cost: O(1).
@@ -3380,6 +3389,52 @@ mod tests {
         );
         let n = dials.load(Ordering::SeqCst);
         assert!((3..=10).contains(&n), "{n} connects in 2 s");
+        node.abort();
+    }
+
+    /// A node that takes each request and answers `Unavailable` (no quorum: the other
+    /// nodes down) counts as a failed attempt, as a failed connect does: with a dead node
+    /// beside it, it is asked some six times in a 2 s retry time, not every 50 ms (its
+    /// answer used to restart the count of failures, about twenty times); the call ends
+    /// `Unavailable`.
+    #[tokio::test]
+    async fn a_node_answering_unavailable_is_retried_with_growing_pauses() {
+        let live = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let dead = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addrs = vec![
+            dead.local_addr().unwrap().to_string(),
+            live.local_addr().unwrap().to_string(),
+        ];
+        drop(dead);
+        let asked = Arc::new(AtomicU64::new(0));
+        let count = asked.clone();
+        let node = tokio::spawn(async move {
+            loop {
+                let (mut r, mut w) = accepted(&live).await;
+                let f = next_request(&mut r).await;
+                count.fetch_add(1, Ordering::SeqCst);
+                answer(
+                    &mut w,
+                    f.id,
+                    Err(ClientError::Unavailable("no quorum".into())),
+                )
+                .await;
+            }
+        });
+        let client = Client::with_options(
+            addrs,
+            ClientOptions {
+                timeouts: Timeouts {
+                    retry_for: Duration::from_secs(2),
+                    ..Timeouts::default()
+                },
+                ..ClientOptions::default()
+            },
+        );
+        let r = within(client.holders("x")).await;
+        assert!(matches!(&r, Err(ClientError::Unavailable(_))), "{r:?}");
+        let n = asked.load(Ordering::SeqCst);
+        assert!((2..=8).contains(&n), "asked {n} times in 2 s");
         node.abort();
     }
 

@@ -49,7 +49,10 @@
 //!   `election_min / 2`) until a quorum acknowledges again, and the gap is never counted
 //!   later. The leader's logical clock ([`crate::node::LeaderClock`]) runs on it, so time
 //!   during which no quorum could be reached expires no session. A one-node cluster
-//!   counts its own time. Within a term it is continuous: when a membership change
+//!   counts its own time while it runs: the driver's runs stand for acknowledgements,
+//!   and its time stands still from `last run + solo_fresh` (`fresh`, at least 100 ms)
+//!   until the driver runs again, so a stopped or starved process credits none of the
+//!   stall. Within a term it is continuous: when a membership change
 //!   switches between the two counts, or a late acknowledgement credits time that had
 //!   stood still, it carries on from its last value, never back and never faster than
 //!   the monotonic clock between two reads.
@@ -130,6 +133,33 @@ impl ElectionTiming {
     fn fresh(&self) -> Duration {
         Duration::from_millis(self.election_ms.0 / 2)
     }
+    /// How long after the driver last ran a one-node leader's time still counts:
+    /// [`fresh`](Self::fresh), but at least [`SOLO_FRESH_FLOOR`], so that a driver loop
+    /// run late by the scheduler does not stop the clock.
+    fn solo_fresh(&self) -> Duration {
+        self.fresh().max(SOLO_FRESH_FLOOR)
+    }
+}
+
+/// How often the driver runs ([`Elector::run`]).
+const DRIVER_PERIOD: Duration = Duration::from_millis(20);
+
+/// The least time a one-node leader's own time counts past the driver's last run: five
+/// of its periods ([`ElectionTiming::solo_fresh`]).
+const SOLO_FRESH_FLOOR: Duration = Duration::from_millis(5 * DRIVER_PERIOD.as_millis() as u64);
+
+/// What a leader that is a quorum by itself knows of its own liveness in one term: the
+/// driver's runs stand for the acknowledgements it gets none of.
+#[derive(Clone, Copy)]
+struct Alive {
+    term: u64,
+    /// When credited time started (when it began to lead, or became a quorum by itself).
+    t0: Instant,
+    /// The driver's latest run as such a leader.
+    at: Instant,
+    /// Time between `t0` and `at + solo_fresh` that is not credited: stalls of the
+    /// process (stopped, paused, starved) longer than `solo_fresh`.
+    gaps: Duration,
 }
 
 /// What a leader knows about its followers' acknowledgements in one term.
@@ -158,6 +188,8 @@ struct State {
     voters: Vec<BTreeSet<NodeId>>,
     /// Term in which this node is leader, and since when.
     leading: Option<(u64, Instant)>,
+    /// A one-node leader's own liveness, marked by the driver (see [`Alive`]).
+    alive: Option<Alive>,
     /// When this node last stopped being a quorum by itself (voters joined it): check-quorum
     /// counts from then at the earliest, as from the start of a term.
     needs_quorum_since: Option<Instant>,
@@ -225,6 +257,7 @@ impl Elector {
                 },
                 voters: Vec::new(),
                 leading: None,
+                alive: None,
                 needs_quorum_since: None,
                 stepped_back: None,
                 probing: None,
@@ -361,10 +394,12 @@ impl Elector {
     /// `term` if it is a quorum by itself, else the time its acknowledgements credit.
     fn raw_credited(&self, st: &State, term: u64, now: Instant) -> Option<Duration> {
         // A node that is a majority by itself gets no acknowledgements to track: its time
-        // is its own since it began to lead in `term`.
+        // is its own since it began to lead in `term`, less the stalls its driver saw.
         if self_sufficient(self.id, &st.voters) {
-            let (t, since) = st.leading?;
-            return (t == term).then(|| now.saturating_duration_since(since));
+            let (t, _) = st.leading?;
+            let a = st.alive.filter(|a| a.term == term && t == term)?;
+            let until = now.min(a.at + self.timing.solo_fresh());
+            return Some(until.saturating_duration_since(a.t0).saturating_sub(a.gaps));
         }
         let a = &st.acks;
         if a.term != term {
@@ -412,6 +447,32 @@ impl Elector {
                 a.q = Some(q_new);
             }
             Some(_) => {}
+        }
+    }
+
+    /// Records that the driver ran at `now` while this node leads `term` as a quorum by
+    /// itself: its own time counts up to `solo_fresh` past the latest such run, and a
+    /// longer stall (the process stopped, paused by its host, or starved) is a gap never
+    /// credited, as a leader of several counts no time its quorum did not confirm. Without
+    /// it, a one-node cluster stopped past its sessions' ttl expired them all at its first
+    /// tick after. Cost: O(1).
+    fn mark_alive(&self, st: &mut State, term: u64, now: Instant) {
+        let fresh = self.timing.solo_fresh();
+        match &mut st.alive {
+            Some(a) if a.term == term => {
+                if now > a.at + fresh {
+                    a.gaps += now - (a.at + fresh);
+                }
+                a.at = a.at.max(now);
+            }
+            other => {
+                *other = Some(Alive {
+                    term,
+                    t0: st.leading.map_or(now, |(_, since)| since.min(now)),
+                    at: now,
+                    gaps: Duration::ZERO,
+                })
+            }
         }
     }
 
@@ -630,7 +691,7 @@ impl Elector {
     pub async fn run<P: PreVoteNetwork>(self: Arc<Self>, net: P) {
         let mut rng = seed(self.id);
         let mut timeout = self.draw(&mut rng);
-        let mut iv = tokio::time::interval(Duration::from_millis(20));
+        let mut iv = tokio::time::interval(DRIVER_PERIOD);
         iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             iv.tick().await;
@@ -659,6 +720,9 @@ impl Elector {
                     if st.leading.map(|(t, _)| t) != Some(term) {
                         st.leading = Some((term, now));
                         self.set_back(&mut st, None);
+                    }
+                    if self_sufficient(self.id, &voters) {
+                        self.mark_alive(&mut st, term, now);
                     }
                     let leading_since = st.leading.map_or(now, |l| l.1);
                     let q = match (st.acks.term == term, st.acks.q) {
@@ -1193,6 +1257,65 @@ mod tests {
         )
     }
 
+    /// What the driver does on each run while this node leads `term` as a quorum by
+    /// itself ([`Elector::run`]): marks it alive.
+    fn drive(e: &Elector, term: u64) {
+        let mut st = e.lock();
+        e.mark_alive(&mut st, term, Instant::now());
+    }
+
+    /// A one-node leader counts its own time only while its driver runs: a stall longer
+    /// than `solo_fresh` (a process stopped with SIGSTOP, a paused VM) stands still after
+    /// `solo_fresh` and is never credited later, so it expires no session whose client
+    /// kept it alive before the stall (it used to credit the whole stall at once).
+    #[test]
+    fn a_one_node_leader_does_not_credit_a_stall_of_its_driver() {
+        let e = elector();
+        let fresh = e.timing.solo_fresh();
+        assert_eq!(fresh, Duration::from_millis(150), "election_min / 2");
+        let t = Instant::now() - Duration::from_secs(1);
+        {
+            let mut st = e.lock();
+            st.voters = vec![set(&[1])];
+            st.leading = Some((5, t));
+        }
+        assert_eq!(e.credited(5), None, "no run of the driver yet");
+        drive(&e, 5);
+        // Its time since it began to lead (about 1 s), the driver having run just now.
+        let at = Instant::now();
+        let c1 = e.credited(5).unwrap();
+        assert!(c1 >= Duration::from_secs(1), "{c1:?}");
+        // A stall of 600 ms, with no run of the driver: 150 ms of it credited.
+        std::thread::sleep(Duration::from_millis(600));
+        let c2 = read_continuous(&e, 5, c1, at);
+        assert!(
+            c2 - c1 <= fresh + Duration::from_millis(20),
+            "the stall was credited: {c1:?} -> {c2:?}"
+        );
+        // The driver runs again: the stall is a gap, not credited later either.
+        drive(&e, 5);
+        let at2 = Instant::now();
+        let c3 = read_continuous(&e, 5, c2, at);
+        assert!(c3 - c2 < Duration::from_millis(20), "{c2:?} -> {c3:?}");
+        // And time runs on with the driver.
+        for _ in 0..4 {
+            std::thread::sleep(Duration::from_millis(10));
+            drive(&e, 5);
+        }
+        let c4 = read_continuous(&e, 5, c3, at2);
+        assert!(c4 - c3 >= Duration::from_millis(40), "{c3:?} -> {c4:?}");
+        // A floor: with `--election-ms 30` (`fresh` 15 ms, less than the driver's 20 ms
+        // period), the driver's own period does not stop the clock.
+        let quick = Elector::new(
+            1,
+            ElectionTiming {
+                heartbeat_ms: 5,
+                election_ms: (30, 60),
+            },
+        );
+        assert_eq!(quick.timing.solo_fresh(), SOLO_FRESH_FLOOR);
+    }
+
     /// Reads `credited(term)` and checks it against the previous read `prev` (taken at
     /// `prev_at`): never less, and never more than the monotonic time between the reads.
     fn read_continuous(e: &Elector, term: u64, prev: Duration, prev_at: Instant) -> Duration {
@@ -1228,10 +1351,12 @@ mod tests {
         // itself. Its credited time carries on from ~1.15 s (it used to jump to the 10 s
         // since it began to lead, expiring sessions kept alive within their ttl).
         e.lock().voters = vec![set(&[1])];
+        drive(&e, 5);
         let at2 = Instant::now();
         let c2 = read_continuous(&e, 5, c1, at);
         // And then runs with the monotonic clock, as a one-node cluster's does.
         std::thread::sleep(Duration::from_millis(40));
+        drive(&e, 5);
         let c3 = read_continuous(&e, 5, c2, at2);
         assert!(c3 - c2 >= Duration::from_millis(40), "{c2:?} -> {c3:?}");
         // Voters come back within the term: time stands still until they acknowledge
@@ -1266,6 +1391,7 @@ mod tests {
         // to counting its own time must not credit it.
         std::thread::sleep(Duration::from_millis(300));
         e.lock().voters = vec![set(&[1])];
+        drive(&e, 5);
         let c2 = e.credited(5).unwrap();
         assert!(
             c2 >= c1 && c2 - c1 < Duration::from_millis(50),
@@ -1273,6 +1399,7 @@ mod tests {
         );
         // From there it runs with this node's own clock.
         std::thread::sleep(Duration::from_millis(40));
+        drive(&e, 5);
         let c3 = e.credited(5).unwrap();
         assert!(c3 - c2 >= Duration::from_millis(40), "{c2:?} -> {c3:?}");
     }

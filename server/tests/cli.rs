@@ -851,6 +851,29 @@ fn a_release_whose_push_was_lost_is_found_by_reading_the_hold() {
     drop(rt);
 }
 
+/// `fencelock elect E` with `args`, once it has printed its `epoch` line (its stderr
+/// piped, for the caller to read), and its stdout, kept open: a leader whose stdout's
+/// reader is gone resigns.
+fn elected(
+    n: &Node,
+    args: &[&str],
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    let mut elect = n
+        .cli(&[&["elect", "E"][..], args].concat())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start fencelock elect");
+    let mut out = std::io::BufReader::new(elect.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.starts_with("epoch "), "{line:?}");
+    (elect, out)
+}
+
 /// An `elect` whose lease runs out with no node answering exits (3) within the lease's
 /// margin of losing it, not after its attempt to close the session has spent its whole
 /// retry time: nothing on stdout says it lost, so its exit is the word a reader has, and
@@ -863,16 +886,7 @@ fn a_release_whose_push_was_lost_is_found_by_reading_the_hold() {
 fn an_elect_that_lost_its_lease_exits_within_the_margin() {
     let _s = serial();
     let mut n = Node::start("elect-lost");
-    let mut elect = n
-        .cli(&["elect", "E", "--ttl-ms", "5000", "--timeout-ms", "5000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start fencelock elect");
-    let mut out = std::io::BufReader::new(elect.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert!(line.starts_with("epoch "), "{line:?}");
+    let (mut elect, _out) = elected(&n, &["--ttl-ms", "5000", "--timeout-ms", "5000"]);
     n.kill9();
     let killed = Instant::now();
     let status = loop {
@@ -904,16 +918,7 @@ fn an_elect_that_lost_its_lease_exits_within_the_margin() {
 fn an_elect_whose_resignation_is_not_confirmed_exits_1() {
     let _s = serial();
     let mut n = Node::start("elect-unconfirmed");
-    let mut elect = n
-        .cli(&["elect", "E", "--ttl-ms", "30000", "--timeout-ms", "1000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start fencelock elect");
-    let mut out = std::io::BufReader::new(elect.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert!(line.starts_with("epoch "), "{line:?}");
+    let (mut elect, _out) = elected(&n, &["--ttl-ms", "30000", "--timeout-ms", "1000"]);
     n.kill9();
     signal(elect.id(), "-TERM");
     let status = wait_exit(&mut elect, Duration::from_secs(20));

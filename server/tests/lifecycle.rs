@@ -836,6 +836,71 @@ async fn open_metrics_connections_do_not_hold_up_a_stop() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// A one-node cluster stopped (SIGSTOP, as a paused VM or a debugger stops it) for longer
+/// than a session's ttl does not count the stop as time: the session, kept alive by no
+/// one, is still open after the node resumes, and expires once its ttl of running time has
+/// passed. (The node credited the whole stop at its first tick after, expiring every
+/// session at once, as a cluster of several never does with time no quorum confirmed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_node_cluster_stopped_past_a_ttl_does_not_count_the_stop() {
+    use fencelock_server::protocol::{Reply, Request};
+    let base = temp_dir("stopped");
+    let p = ports(3);
+    let metrics = format!("127.0.0.1:{}", p[2]);
+    let mut child = one_node(&base, &p, &metrics).spawn().unwrap();
+    let client = Client::new(vec![format!("127.0.0.1:{}", p[1])]);
+    // A session that nothing keeps alive: opened with a bare request.
+    let ttl = Duration::from_millis(3_000);
+    let opened = client
+        .call(Request::Open {
+            ttl_ms: ttl.as_millis() as u64,
+            key: None,
+        })
+        .await
+        .expect("open");
+    let Reply::Opened { reply, .. } = opened else {
+        panic!("{opened:?}")
+    };
+    let id = reply.opened().expect("opened").0;
+    let opened_at = Instant::now();
+    // Past the start's grace (300 ms): the leader's clock runs, and has run a while.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+    std::thread::sleep(Duration::from_secs(5));
+    Command::new("kill").args(["-CONT", &pid]).status().unwrap();
+    let resumed = Instant::now();
+    // Well past the ttl by the wall clock, well inside it by the node's running time
+    // (about 1 s before the stop, up to 150 ms of the stop, and this wait).
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let stopped_for = resumed - opened_at;
+    assert!(stopped_for > ttl, "{stopped_for:?}");
+    let info = client.session_info(id).await.expect("session info");
+    assert!(
+        info.is_some(),
+        "session {id} expired while the node was stopped (opened {:?} ago)",
+        opened_at.elapsed()
+    );
+    // Time runs again: the session expires within its ttl of running time (and some
+    // room for the tick that ends it).
+    let start = Instant::now();
+    while client
+        .session_info(id)
+        .await
+        .expect("session info")
+        .is_some()
+    {
+        assert!(
+            start.elapsed() < ttl + Duration::from_secs(3),
+            "session {id} never expired once the node ran again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// `--init` with more peers than a cluster may have members (256: the peers would refuse
 /// the membership as they decode it) is refused before the node binds or writes anything.
 #[test]
