@@ -761,6 +761,18 @@ impl Client {
         req: Request,
         written: Option<&AtomicBool>,
     ) -> Result<Reply, ClientError> {
+        self.send_answered(conn, req, written).await.and_then(|r| r)
+    }
+
+    /// [`Client::send_marking`], telling a node's answer (`Ok`, a refusal included) from
+    /// no answer (`Err`: the request could not be sent, the connection was lost under it,
+    /// or no reply came in time).
+    async fn send_answered(
+        &self,
+        conn: &Conn,
+        req: Request,
+        written: Option<&AtomicBool>,
+    ) -> Result<Result<Reply, ClientError>, ClientError> {
         // A membership change may wait for a learner to catch up (the node allows it 5
         // request timeouts, 15 s by default): wait longer than the node does. A backup or
         // export page waits for the leader's rebuild turn (30 s by default), then rebuilds
@@ -810,7 +822,7 @@ impl Client {
         // an answer for us on its way out (a node of another wire version, named).
         if written.is_err() || !*conn.alive.borrow() {
             if let Ok(answer) = rx.try_recv() {
-                return answer;
+                return Ok(answer);
             }
             conn.pending
                 .lock()
@@ -820,7 +832,7 @@ impl Client {
             return Err(ClientError::Unavailable("connection closed".into()));
         }
         match tokio::time::timeout(wait, rx).await {
-            Ok(Ok(r)) => r,
+            Ok(Ok(r)) => Ok(r),
             Ok(Err(_)) => Err(ClientError::Unavailable("connection lost".into())),
             Err(_) => Err(ClientError::Unavailable("no reply".into())),
         }
@@ -959,7 +971,11 @@ impl Client {
                     continue;
                 }
             };
-            match self.send_marking(&conn, req.clone(), written).await {
+            let (answer, answered) = match self.send_answered(&conn, req.clone(), written).await {
+                Ok(answer) => (answer, true),
+                Err(e) => (Err(e), false),
+            };
+            match answer {
                 Ok(r) => return Ok((r, conn.epoch)),
                 Err(ClientError::NotLeader { leader }) => {
                     self.drop_conn(&conn);
@@ -973,8 +989,17 @@ impl Client {
                 Err(ClientError::Unavailable(m)) => {
                     self.drop_conn(&conn);
                     last = ClientError::Unavailable(m);
-                    let Some(pause) = failed(&mut refused) else {
-                        break;
+                    // A node's `Unavailable` is a failed attempt. A connection lost under the
+                    // request (another call's redirect dropped it, say) is not the node's
+                    // word: the next address is tried after 50 ms, and its connect counts
+                    // for itself.
+                    let pause = if answered {
+                        let Some(pause) = failed(&mut refused) else {
+                            break;
+                        };
+                        pause
+                    } else {
+                        Duration::from_millis(50)
                     };
                     tokio::time::sleep(pause).await;
                 }

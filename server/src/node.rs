@@ -2497,7 +2497,12 @@ async fn run_ticker(
                 continue;
             }
             let logical = shared.state().svc.now().0;
-            let credited = clock.elector.credited(m.current_term).unwrap_or_default();
+            // No credited time in this term yet (no quorum acknowledgement, or a lone
+            // node's driver has not run in it): anchored at the next look, not at zero,
+            // which the first count could then jump from.
+            let Some(credited) = clock.elector.credited(m.current_term) else {
+                continue;
+            };
             let mut c = clock.lock();
             if c.term == m.current_term && c.anchor.is_none() {
                 c.anchor = Some((credited, logical));

@@ -227,11 +227,10 @@ FENCELOCK_PERMIT_LIMIT (removed under a plain lock)."
     /// --observe, do not campaign: print the leader as it changes (as `observe`).
     #[command(
         after_help = "Exit status: 0 resigned (or stopped observing) on SIGINT, SIGTERM or SIGHUP; \
-1 asked to resign, but the cluster did not confirm it (the leadership ends when the \
-session expires); 2 not elected (the session ended while waiting, or the wait ended while cut off); 3 the leadership lease (or the observing \
+1 the cluster did not answer or refused (a resignation it did not confirm included: the \
+leadership ends when the session expires); 2 not elected (the session ended while waiting, or the wait ended while cut off); 3 the leadership lease (or the observing \
 session) was lost, before `epoch N` (the grant came too late to be safe) or after, or an \
-administrator released the leadership; 1 the cluster did not answer \
-or refused; 128+N a signal N while opening the session or waiting to be elected (or once \
+administrator released the leadership; 128+N a signal N while opening the session or waiting to be elected (or once \
 elected, before the `epoch N` line was written: it resigns); 64 a usage error."
     )]
     Elect {
