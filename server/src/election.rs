@@ -389,6 +389,24 @@ impl Elector {
         Some(shown.out)
     }
 
+    /// How far this leader's clock has fallen behind its monotonic clock in the term it
+    /// leads in, as of the latest credited time given out: the time since it began to
+    /// lead less the credited time, so the time no quorum confirmed (for a one-node
+    /// cluster, the stalls it did not run through; before the first acknowledgement of
+    /// the term, the wait for it). `None` when it is not leading, or nothing was given out
+    /// in this term yet. Cost: O(1).
+    pub fn clock_behind(&self) -> Option<Duration> {
+        let st = self.lock();
+        let (term, since) = st.leading?;
+        let shown = st.shown.filter(|s| s.term == term)?;
+        Some(
+            shown
+                .at
+                .saturating_duration_since(since)
+                .saturating_sub(shown.out),
+        )
+    }
+
     /// The count `credited` follows: this node's own time since it began to lead in
     /// `term` if it is a quorum by itself, else the time its acknowledgements credit.
     fn raw_credited(&self, st: &State, term: u64, now: Instant) -> Option<Duration> {
@@ -1302,6 +1320,11 @@ mod tests {
         }
         let c4 = read_continuous(&e, 5, c3, at2);
         assert!(c4 - c3 >= Duration::from_millis(40), "{c3:?} -> {c4:?}");
+        // What the stall cost shows: the clock is some 400 ms behind (600 less 200).
+        let behind = e.clock_behind().expect("leading").as_millis();
+        assert!((380..=520).contains(&behind), "{behind} ms behind");
+        e.lock().leading = None;
+        assert_eq!(e.clock_behind(), None, "not leading");
     }
 
     /// Reads `credited(term)` and checks it against the previous read `prev` (taken at

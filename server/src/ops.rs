@@ -127,6 +127,7 @@ struct Gauges {
     pushes_queued: Gauge,
     watches: Gauge,
     disk_full: Gauge,
+    clock_behind_ms: Gauge,
 }
 
 struct Ops {
@@ -198,6 +199,11 @@ fn registry(node: &Node, g: &Gauges) -> Registry {
         "disk_full",
         "1 while the data directory takes no writes",
         g.disk_full.clone(),
+    );
+    r.register(
+        "leader_clock_behind_ms",
+        "On a leader, how far its clock has fallen behind real time in its term: time no quorum confirmed (one node: time it did not run); 0 elsewhere",
+        g.clock_behind_ms.clone(),
     );
     r.register(
         "disk_errors",
@@ -310,6 +316,9 @@ impl Ops {
             .set(n.shared.hub.queued_pushes().min(i64::MAX as usize) as i64);
         g.watches.set(i64::from(w));
         g.disk_full.set(n.disk().is_full() as i64);
+        let behind = n.elector().clock_behind().unwrap_or_default();
+        g.clock_behind_ms
+            .set(i64::try_from(behind.as_millis()).unwrap_or(i64::MAX));
     }
 }
 
@@ -688,6 +697,7 @@ async fn metrics(State(ops): State<Arc<Ops>>) -> Response {
 /// `raft_is_leader`, `raft_commit_index`, `raft_applied_index`, `raft_last_log_index`,
 /// `raft_snapshot_index`, `table_in_use{table}` and `table_capacity{table}` (sessions,
 /// locks, claims: the core's `usage()` and `capacity()`), `watches`, `proposer_queue`, `disk_full`,
+/// `leader_clock_behind_ms` ([`crate::election::Elector::clock_behind`]),
 /// `disk_errors_total`, `fsync_seconds` (histogram), `grants_total`, `expiries_total`,
 /// `wait_seconds` (histogram of granted waiters' waits), `refusals_total{kind}`,
 /// `client_connections`, `pushes_queued`, `push_closes_total{reason}`, `peer_connections`,

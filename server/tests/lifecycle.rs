@@ -881,6 +881,12 @@ async fn a_one_node_cluster_stopped_past_a_ttl_does_not_count_the_stop() {
         "session {id} expired while the node was stopped (opened {:?} ago)",
         opened_at.elapsed()
     );
+    // And the node says so: its clock is behind by the stop, less the 200 ms of it
+    // credited.
+    let (code, body) = get(&metrics, "/metrics").await.expect("metrics");
+    assert_eq!(code, 200);
+    let behind = metric(&body, "fencelock_leader_clock_behind_ms").expect("the gauge");
+    assert!((4_500.0..5_500.0).contains(&behind), "{behind} ms behind");
     // Time runs again: the session expires within its ttl of running time (and some
     // room for the tick that ends it).
     let start = Instant::now();

@@ -59,6 +59,7 @@ async fn serve(node: Arc<Node>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_scraped_and_parsed_and_follow_the_cluster() {
+    let started = std::time::Instant::now();
     let c = Cluster::start("metrics", 300).await;
     let a = session_of(&c.propose(open(60_000)).await);
     let b = session_of(&c.propose(open(60_000)).await);
@@ -120,6 +121,13 @@ async fn metrics_are_scraped_and_parsed_and_follow_the_cluster() {
     assert_eq!(v("fencelock_wait_seconds_count"), 1.0, "b waited once");
     assert!(v("fencelock_fsync_seconds_count") >= 6.0);
     assert_eq!(v("fencelock_disk_full"), 0.0);
+    // The leader's clock is behind real time by what no quorum confirmed in its term:
+    // never more than the time it has led.
+    let behind = v("fencelock_leader_clock_behind_ms");
+    assert!(
+        behind >= 0.0 && behind <= started.elapsed().as_millis() as f64,
+        "{behind} ms behind"
+    );
     assert_eq!(v("fencelock_proposer_queue"), 0.0);
     assert_eq!(v("fencelock_client_connections"), 0.0);
     assert!(t.0 >= 1);
