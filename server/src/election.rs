@@ -42,8 +42,8 @@
 //!   leader's higher term reaches it, and it grants pre-votes meanwhile. If after twice
 //!   the election timeout no one has replaced it (the only reachable voter's log is
 //!   shorter than its own, so only it can lead), it *probes*: it replicates again (still
-//!   serving no client) and resumes once a quorum acknowledges a request sent since,
-//!   else it holds back again for another round.
+//!   serving no client) and resumes once a quorum acknowledges a request sent since, or
+//!   once it is the only voter, else it holds back again for another round.
 //! * **Credited time.** [`Elector::credited`] is this term's leader time that counts:
 //!   real time, except that time stands still from `quorum time + fresh` (fresh =
 //!   `election_min / 2`) until a quorum acknowledges again, and the gap is never counted
@@ -700,6 +700,70 @@ impl Elector {
         }
     }
 
+    /// One run of the driver on a leader of `term` (the caller holds the state, its
+    /// voters already the membership's): check-quorum — step back, probe, resume — and,
+    /// for a quorum by itself, its liveness mark. Cost: O(1).
+    fn lead(&self, st: &mut State, term: u64, now: Instant) {
+        let solo = self_sufficient(self.id, &st.voters);
+        if st.leading.map(|(t, _)| t) != Some(term) {
+            st.leading = Some((term, now));
+            self.set_back(st, None);
+        }
+        if solo {
+            self.mark_alive(st, term, now);
+        }
+        let leading_since = st.leading.map_or(now, |l| l.1);
+        let q = match (st.acks.term == term, st.acks.q) {
+            (true, Some(q)) => Some(q),
+            _ => None,
+        };
+        let max = self.timing.max();
+        match (st.stepped_back, st.probing) {
+            // A quorum by itself. One that stepped back and then became the only voter (a
+            // membership change that committed while it probed) resumes: held back, it
+            // would serve no one for the rest of the term, and no other node could be
+            // elected.
+            (Some(_), _) if solo => {
+                self.set_back(st, None);
+                tracing::info!(term, "the only voter now: leader resumes");
+            }
+            _ if solo => {}
+            (None, _) => {
+                let since = q.map_or(leading_since, |q| q.max(leading_since));
+                let since = st.needs_quorum_since.map_or(since, |t| t.max(since));
+                // The maximum election timeout: by then the followers may
+                // elect another leader (not before: they refuse votes for that
+                // long), so stepping back earlier would turn a stall into an
+                // outage.
+                if now.saturating_duration_since(since) > max {
+                    self.set_back(st, Some((term, now)));
+                    tracing::warn!(
+                        term,
+                        "no quorum acknowledgement within the election timeout: leader steps back"
+                    );
+                }
+            }
+            // Still leader after twice the election timeout: no one replaced it
+            // (a survivor with a shorter log cannot win, and openraft ignores
+            // elect() on a leader). Probe: replicate again, still serving no
+            // client, and resume if a quorum acknowledges.
+            (Some((_, at)), None) => {
+                if now.saturating_duration_since(at) > 2 * max {
+                    st.probing = Some(now);
+                    self.muted.store(false, Ordering::Relaxed);
+                }
+            }
+            (Some(_), Some(p)) => {
+                if q.is_some_and(|q| q >= p) {
+                    self.set_back(st, None);
+                    tracing::info!(term, "a quorum acknowledges again: leader resumes");
+                } else if now.saturating_duration_since(p) > max {
+                    self.set_back(st, Some((term, now)));
+                }
+            }
+        }
+    }
+
     /// The election driver and the check-quorum watchdog; runs until the task is aborted.
     /// Every 20 ms: a leader checks its quorum time; any other voter whose randomized
     /// election timeout has passed without a leader runs a pre-vote round and, with a
@@ -733,53 +797,7 @@ impl Elector {
                 }
                 st.voters = voters.clone();
                 if leading {
-                    let term = m.current_term;
-                    if st.leading.map(|(t, _)| t) != Some(term) {
-                        st.leading = Some((term, now));
-                        self.set_back(&mut st, None);
-                    }
-                    if self_sufficient(self.id, &voters) {
-                        self.mark_alive(&mut st, term, now);
-                    }
-                    let leading_since = st.leading.map_or(now, |l| l.1);
-                    let q = match (st.acks.term == term, st.acks.q) {
-                        (true, Some(q)) => Some(q),
-                        _ => None,
-                    };
-                    let max = self.timing.max();
-                    match (st.stepped_back, st.probing) {
-                        _ if self_sufficient(self.id, &voters) => {}
-                        (None, _) => {
-                            let since = q.map_or(leading_since, |q| q.max(leading_since));
-                            let since = st.needs_quorum_since.map_or(since, |t| t.max(since));
-                            // The maximum election timeout: by then the followers may
-                            // elect another leader (not before: they refuse votes for that
-                            // long), so stepping back earlier would turn a stall into an
-                            // outage.
-                            if now.saturating_duration_since(since) > max {
-                                self.set_back(&mut st, Some((term, now)));
-                                tracing::warn!(term, "no quorum acknowledgement within the election timeout: leader steps back");
-                            }
-                        }
-                        // Still leader after twice the election timeout: no one replaced it
-                        // (a survivor with a shorter log cannot win, and openraft ignores
-                        // elect() on a leader). Probe: replicate again, still serving no
-                        // client, and resume if a quorum acknowledges.
-                        (Some((_, at)), None) => {
-                            if now.saturating_duration_since(at) > 2 * max {
-                                st.probing = Some(now);
-                                self.muted.store(false, Ordering::Relaxed);
-                            }
-                        }
-                        (Some(_), Some(p)) => {
-                            if q.is_some_and(|q| q >= p) {
-                                self.set_back(&mut st, None);
-                                tracing::info!(term, "a quorum acknowledges again: leader resumes");
-                            } else if now.saturating_duration_since(p) > max {
-                                self.set_back(&mut st, Some((term, now)));
-                            }
-                        }
-                    }
+                    self.lead(&mut st, m.current_term, now);
                 } else if st.leading.is_some() {
                     st.leading = None;
                     self.set_back(&mut st, None);
@@ -1279,6 +1297,34 @@ mod tests {
     fn drive(e: &Elector, term: u64) {
         let mut st = e.lock();
         e.mark_alive(&mut st, term, Instant::now());
+    }
+
+    /// A leader that stepped back (no quorum) and then became the only voter of its
+    /// configuration (a membership change that committed while it probed) is a quorum by
+    /// itself: it resumes at its next run. Held back, it served no client and stamped no
+    /// time for the rest of the term, and no other node could be elected.
+    #[test]
+    fn a_stepped_back_leader_that_becomes_the_only_voter_resumes() {
+        let e = elector();
+        let t = Instant::now();
+        let mut st = e.lock();
+        st.voters = vec![set(&[1, 2, 3])];
+        e.lead(&mut st, 5, t);
+        assert!(st.stepped_back.is_none());
+        // No acknowledgement within the maximum election timeout (600 ms): it steps back.
+        e.lead(&mut st, 5, t + Duration::from_millis(700));
+        assert!(st.stepped_back.is_some(), "stepped back");
+        // Probing after twice that, then the voters are removed down to it.
+        e.lead(&mut st, 5, t + Duration::from_millis(2_000));
+        assert!(st.probing.is_some(), "probing");
+        st.voters = vec![set(&[1])];
+        e.lead(&mut st, 5, t + Duration::from_millis(2_020));
+        assert!(
+            st.stepped_back.is_none(),
+            "still stepped back as the only voter"
+        );
+        assert!(!e.muted.load(Ordering::Relaxed));
+        assert!(!*e.back_tx.borrow());
     }
 
     /// A one-node leader counts its own time only while its driver runs: a stall longer
