@@ -601,11 +601,18 @@ impl Client {
         let reader = tokio::spawn(async move {
             let (pending, alive_tx) = (reader_pending, reader_alive);
             let mut r = BufReader::new(r);
-            let ended = loop {
+            // What the node said as it ended the connection, if anything: the answer of
+            // every request still waiting on it.
+            let ended: Option<String> = loop {
                 let f = match frame::read::<_, ServerFrame>(&mut r, MAX_SERVER_FRAME).await {
                     Ok(Some(f)) => f,
                     Ok(None) => break None,
-                    Err(e) => break frame::other_version(&e),
+                    Err(e) => {
+                        break frame::other_version(&e).map(|v| {
+                            tracing::warn!("a node answered in another client wire format: {v}");
+                            v.to_string()
+                        })
+                    }
                 };
                 match f {
                     ServerFrame::Reply { id, result } => {
@@ -627,21 +634,20 @@ impl Client {
                         // older node cannot read).
                         let why: String = why.chars().take(200).collect();
                         tracing::warn!("a node refused a request as malformed: {why:?}");
-                        break None;
+                        break Some(format!("a node refused a request as malformed: {why:?}"));
                     }
                 }
             };
             // Fail whatever is still waiting: the caller retries elsewhere. A node of
-            // another wire version is named (it will refuse every request of this build).
-            // Answered before the connection is marked dead, so a sender that sees it dead
-            // finds the answer already there (`send`).
+            // another wire version, or one that refused a request as malformed, is named
+            // (it will refuse the same again): an answer of the node's, which the caller's
+            // backoff counts, where a connection merely lost is not. Answered before the
+            // connection is marked dead, so a sender that sees it dead finds the answer
+            // already there (`send`).
             let waiting = std::mem::take(&mut *pending.lock().unwrap_or_else(|p| p.into_inner()));
-            if let Some(v) = &ended {
-                tracing::warn!("a node answered in another client wire format: {v}");
-            }
             for (_, tx) in waiting {
                 if let Some(v) = &ended {
-                    let _ = tx.send(Err(ClientError::Unavailable(v.to_string())));
+                    let _ = tx.send(Err(ClientError::Unavailable(v.clone())));
                 } // else dropped: "connection lost"
             }
             let _ = alive_tx.send(false);
@@ -3417,33 +3423,27 @@ mod tests {
         node.abort();
     }
 
-    /// A node that takes each request and answers `Unavailable` (no quorum: the other
-    /// nodes down) counts as a failed attempt, as a failed connect does: with a dead node
-    /// beside it, it is asked some six times in a 2 s retry time, not every 50 ms (its
-    /// answer used to restart the count of failures, about twenty times); the call ends
-    /// `Unavailable`.
-    #[tokio::test]
-    async fn a_node_answering_unavailable_is_retried_with_growing_pauses() {
-        let live = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let dead = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addrs = vec![
-            dead.local_addr().unwrap().to_string(),
-            live.local_addr().unwrap().to_string(),
-        ];
-        drop(dead);
+    /// A `holders` call with a 2 s retry time against `dead` (an address nothing listens
+    /// on), if given, and a node on `node_l` that answers each request it reads with the
+    /// frame `answer` makes of its id, then drops the connection: the call's result and how
+    /// many requests the node read.
+    async fn asked_within_a_retry_time(
+        node_l: TcpListener,
+        dead: Option<String>,
+        answer: fn(u64) -> ServerFrame,
+    ) -> (Result<Vec<fencelock::Holder>, ClientError>, u64) {
+        let addrs = dead
+            .into_iter()
+            .chain([node_l.local_addr().unwrap().to_string()])
+            .collect();
         let asked = Arc::new(AtomicU64::new(0));
         let count = asked.clone();
         let node = tokio::spawn(async move {
             loop {
-                let (mut r, mut w) = accepted(&live).await;
+                let (mut r, mut w) = accepted(&node_l).await;
                 let f = next_request(&mut r).await;
                 count.fetch_add(1, Ordering::SeqCst);
-                answer(
-                    &mut w,
-                    f.id,
-                    Err(ClientError::Unavailable("no quorum".into())),
-                )
-                .await;
+                let _ = frame::write(&mut w, &answer(f.id)).await;
             }
         });
         let client = Client::with_options(
@@ -3457,10 +3457,47 @@ mod tests {
             },
         );
         let r = within(client.holders("x")).await;
-        assert!(matches!(&r, Err(ClientError::Unavailable(_))), "{r:?}");
-        let n = asked.load(Ordering::SeqCst);
-        assert!((2..=8).contains(&n), "asked {n} times in 2 s");
         node.abort();
+        (r, asked.load(Ordering::SeqCst))
+    }
+
+    /// A node that takes each request and answers `Unavailable` (no quorum: the other
+    /// nodes down) counts as a failed attempt, as a failed connect does: with a dead node
+    /// beside it, it is asked some six times in a 2 s retry time, not every 50 ms (its
+    /// answer used to restart the count of failures, about twenty times); the call ends
+    /// `Unavailable`.
+    #[tokio::test]
+    async fn a_node_answering_unavailable_is_retried_with_growing_pauses() {
+        let live = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let dead = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let dead_addr = dead.local_addr().unwrap().to_string();
+        drop(dead);
+        let (r, n) = asked_within_a_retry_time(live, Some(dead_addr), |id| ServerFrame::Reply {
+            id,
+            result: Err(ClientError::Unavailable("no quorum".into())),
+        })
+        .await;
+        assert!(matches!(&r, Err(ClientError::Unavailable(_))), "{r:?}");
+        assert!((2..=8).contains(&n), "asked {n} times in 2 s");
+    }
+
+    /// A node that refuses each request as malformed (an older node that cannot read
+    /// it) and drops the connection, as a node does, gives the call its words — it ends
+    /// `Unavailable` naming the refusal, not "connection lost" — and counts as a failed
+    /// attempt: asked some six times in a 2 s retry time, not every 50 ms.
+    #[tokio::test]
+    async fn a_node_refusing_a_request_as_malformed_is_retried_with_growing_pauses() {
+        let node_l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (r, n) = asked_within_a_retry_time(node_l, None, |_| {
+            ServerFrame::Malformed("unknown variant".into())
+        })
+        .await;
+        let m = said(r);
+        assert!(
+            m.contains("malformed") && m.contains("unknown variant"),
+            "{m}"
+        );
+        assert!((2..=8).contains(&n), "asked {n} times in 2 s");
     }
 
     /// A node that answers pages of sessions no correct node answers — ids that do not

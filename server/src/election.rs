@@ -149,9 +149,9 @@ const SOLO_FRESH: Duration = Duration::from_millis(10 * DRIVER_PERIOD.as_millis(
 #[derive(Clone, Copy)]
 struct Alive {
     term: u64,
-    /// When it began to lead in `term`. (Also when it became a quorum by itself later in
-    /// the term: [`Elector::credited`] restarts its baseline at that switch, so the count's
-    /// start matters only for its steps.)
+    /// When it began to lead in `term`, even if it became a quorum by itself only later
+    /// in the term: [`Elector::credited`] restarts its baseline at that switch, so this
+    /// start matters only for the count's steps.
     t0: Instant,
     /// The driver's latest run as such a leader.
     at: Instant,
@@ -390,20 +390,29 @@ impl Elector {
     }
 
     /// How far this leader's clock has fallen behind its monotonic clock in the term it
-    /// leads in, as of the latest credited time given out: the time since it began to
-    /// lead less the credited time, so the time no quorum confirmed (for a one-node
-    /// cluster, the stalls it did not run through; before the first acknowledgement of
-    /// the term, the wait for it). `None` when it is not leading, or nothing was given out
-    /// in this term yet. Cost: O(1).
+    /// leads in, now: the time since it began to lead less the credited time
+    /// [`credited`](Self::credited) would give now (read without giving it out, so a
+    /// stepped-back leader, which reads none, still shows its clock falling behind). That
+    /// is the time no quorum confirmed (for a one-node cluster, the stalls it did not run
+    /// through; before the first acknowledgement of the term, the wait for it). `None`
+    /// when it is not leading, or nothing was given out in this term yet. Cost: O(1).
     pub fn clock_behind(&self) -> Option<Duration> {
+        let now = Instant::now();
         let st = self.lock();
         let (term, since) = st.leading?;
         let shown = st.shown.filter(|s| s.term == term)?;
+        // As `credited` steps: by the count, at most the time since the last read, and not
+        // at all across a switch of count.
+        let solo = self_sufficient(self.id, &st.voters);
+        let step = match self.raw_credited(&st, term, now) {
+            Some(raw) if solo == shown.solo => raw
+                .saturating_sub(shown.raw)
+                .min(now.saturating_duration_since(shown.at)),
+            _ => Duration::ZERO,
+        };
         Some(
-            shown
-                .at
-                .saturating_duration_since(since)
-                .saturating_sub(shown.out),
+            now.saturating_duration_since(since)
+                .saturating_sub(shown.out + step),
         )
     }
 
@@ -1367,8 +1376,20 @@ mod tests {
         let c4 = read_continuous(&e, 5, c3, at2);
         assert!(c4 - c3 >= Duration::from_millis(40), "{c3:?} -> {c4:?}");
         // What the stall cost shows: the clock is some 400 ms behind (600 less 200).
-        let behind = e.clock_behind().expect("leading").as_millis();
-        assert!((380..=520).contains(&behind), "{behind} ms behind");
+        let behind = e.clock_behind().expect("leading");
+        assert!(
+            (380..=520).contains(&behind.as_millis()),
+            "{behind:?} behind"
+        );
+        // And it shows as it happens, with no read of the clock (as on a leader that
+        // stepped back, which stamps nothing): 300 ms more without the driver, 100 ms
+        // more behind.
+        std::thread::sleep(Duration::from_millis(300));
+        let later = e.clock_behind().expect("leading");
+        assert!(
+            later >= behind + Duration::from_millis(80),
+            "{behind:?} -> {later:?}"
+        );
         e.lock().leading = None;
         assert_eq!(e.clock_behind(), None, "not leading");
     }

@@ -2497,9 +2497,9 @@ async fn run_ticker(
                 continue;
             }
             let logical = shared.state().svc.now().0;
-            // No credited time in this term yet (no quorum acknowledgement, or a lone
-            // node's driver has not run in it): anchored at the next look, not at zero,
-            // which the first count could then jump from.
+            // No credited time in this term yet (no acknowledgement at all in it, or a
+            // lone node's driver has not run in it): anchored at the next look, not at
+            // zero, which the first count could then jump from.
             let Some(credited) = clock.elector.credited(m.current_term) else {
                 continue;
             };

@@ -886,7 +886,8 @@ async fn a_one_node_cluster_stopped_past_a_ttl_does_not_count_the_stop() {
     let (code, body) = get(&metrics, "/metrics").await.expect("metrics");
     assert_eq!(code, 200);
     let behind = metric(&body, "fencelock_leader_clock_behind_ms").expect("the gauge");
-    assert!((4_500.0..5_500.0).contains(&behind), "{behind} ms behind");
+    // (Above it: whatever else held the node's thread over 200 ms, on a loaded machine.)
+    assert!((4_500.0..6_500.0).contains(&behind), "{behind} ms behind");
     // Time runs again: the session expires within its ttl of running time (and some
     // room for the tick that ends it).
     let start = Instant::now();
