@@ -756,23 +756,13 @@ impl Client {
     }
 
     async fn send(&self, conn: &Conn, req: Request) -> Result<Reply, ClientError> {
-        self.send_marking(conn, req, None).await
+        self.send_answered(conn, req, None).await.and_then(|r| r)
     }
 
-    /// [`Client::send`], setting `written` (if given) just before the request's frame
-    /// begins to go out: until then no node can have it.
-    async fn send_marking(
-        &self,
-        conn: &Conn,
-        req: Request,
-        written: Option<&AtomicBool>,
-    ) -> Result<Reply, ClientError> {
-        self.send_answered(conn, req, written).await.and_then(|r| r)
-    }
-
-    /// [`Client::send_marking`], telling a node's answer (`Ok`, a refusal included) from
-    /// no answer (`Err`: the request could not be sent, the connection was lost under it,
-    /// or no reply came in time).
+    /// [`Client::send`], telling a node's answer (`Ok`, a refusal included) from no answer
+    /// (`Err`: the request could not be sent, the connection was lost under it, or no
+    /// reply came in time), and setting `written` (if given) just before the request's
+    /// frame begins to go out: until then no node can have it.
     async fn send_answered(
         &self,
         conn: &Conn,
@@ -913,7 +903,7 @@ impl Client {
     }
 
     /// [`Client::call_on`], setting `written` (if given) before any attempt's frame goes
-    /// out ([`Client::send_marking`]).
+    /// out ([`Client::send_answered`]).
     async fn call_marking(
         &self,
         req: Request,
@@ -3463,7 +3453,7 @@ mod tests {
 
     /// A node that takes each request and answers `Unavailable` (no quorum: the other
     /// nodes down) counts as a failed attempt, as a failed connect does: with a dead node
-    /// beside it, it is asked some six times in a 2 s retry time, not every 50 ms (its
+    /// beside it, it is asked about five times in a 2 s retry time, not every 50 ms (its
     /// answer used to restart the count of failures, about twenty times); the call ends
     /// `Unavailable`.
     #[tokio::test]
@@ -3484,7 +3474,8 @@ mod tests {
     /// A node that refuses each request as malformed (an older node that cannot read
     /// it) and drops the connection, as a node does, gives the call its words — it ends
     /// `Unavailable` naming the refusal, not "connection lost" — and counts as a failed
-    /// attempt: asked some six times in a 2 s retry time, not every 50 ms.
+    /// attempt: asked about seven times in a 2 s retry time (one address), not every
+    /// 50 ms (about forty).
     #[tokio::test]
     async fn a_node_refusing_a_request_as_malformed_is_retried_with_growing_pauses() {
         let node_l = TcpListener::bind("127.0.0.1:0").await.unwrap();
