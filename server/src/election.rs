@@ -217,6 +217,21 @@ struct Shown {
     solo: bool,
 }
 
+impl Shown {
+    /// How much credited time grows from this read to one at `now` whose count is `raw`
+    /// (`solo`: this node's own time, else its acknowledgements'): as the count grew, but
+    /// never more than the monotonic time between the reads, and not at all when the way
+    /// of counting switched (the new count says nothing of the time since this read).
+    /// Cost: O(1).
+    fn step(&self, raw: Duration, solo: bool, now: Instant) -> Duration {
+        if self.solo != solo {
+            return Duration::ZERO;
+        }
+        raw.saturating_sub(self.raw)
+            .min(now.saturating_duration_since(self.at))
+    }
+}
+
 /// A node's election driver, check-quorum and credited time (see the module docs).
 pub struct Elector {
     id: NodeId,
@@ -370,12 +385,7 @@ impl Elector {
                 // baseline: the new count says nothing about the time since the last read,
                 // which may be a long gap without reads (stepped back, waiting for the
                 // anchor) that no quorum confirmed.
-                let step = if p.solo != solo {
-                    Duration::ZERO
-                } else {
-                    raw.saturating_sub(p.raw)
-                        .min(now.saturating_duration_since(p.at))
-                };
+                let step = p.step(raw, solo, now);
                 Shown {
                     term,
                     at: now,
@@ -401,15 +411,11 @@ impl Elector {
         let st = self.lock();
         let (term, since) = st.leading?;
         let shown = st.shown.filter(|s| s.term == term)?;
-        // As `credited` steps: by the count, at most the time since the last read, and not
-        // at all across a switch of count.
+        // As `credited` would step (standing still while the count has no value).
         let solo = self_sufficient(self.id, &st.voters);
-        let step = match self.raw_credited(&st, term, now) {
-            Some(raw) if solo == shown.solo => raw
-                .saturating_sub(shown.raw)
-                .min(now.saturating_duration_since(shown.at)),
-            _ => Duration::ZERO,
-        };
+        let step = self
+            .raw_credited(&st, term, now)
+            .map_or(Duration::ZERO, |raw| shown.step(raw, solo, now));
         Some(
             now.saturating_duration_since(since)
                 .saturating_sub(shown.out + step),

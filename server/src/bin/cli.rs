@@ -1325,7 +1325,7 @@ async fn end_session(opts: &Opts, session: &Session) -> Closed {
 
 /// Whether a session's close was confirmed by the cluster. A caller whose exit status
 /// says the session ended (`elect`'s resignation) looks at it; the others only note it.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, Debug)]
 enum Closed {
     /// The cluster closed it: what it held is free now.
     Confirmed,
