@@ -18,7 +18,7 @@
 # default 2), BENCH_WARMUP_SECS (default 0.5), BENCH_SAMPLES (default 20),
 # BENCH_FILTER (a criterion filter regex; default all), BENCH_JS_SECS (default 1),
 # BENCH_PAIRS_ROUNDS (interleaved goal pairs, default 200), BENCH_WASM_ROUNDS (the two
-# round counts of the wasm instruction count, default "6 56"), BENCH_WASM=0 /
+# round counts of the wasm instruction count, default "56 206"), BENCH_WASM=0 /
 # BENCH_CALLGRIND=0 to skip those parts (the report then says "not measured" for what
 # they measure), BENCH_OUT (default BENCHMARKS.md; with BENCH_FILTER, the partial report goes
 # to bench-report/BENCHMARKS.partial.md in the target dir unless BENCH_OUT says where).
@@ -275,7 +275,7 @@ if [ "${BENCH_WASM:-1}" != 0 ]; then
       # Instructions per acquire + release through node, as benches/js/instructions.cjs's
       # header says: the whole process at two round counts (1024 pairs a round), V8 on
       # one thread compiling the module up front, the difference divided by the pairs added.
-      read -r lo hi <<<"${BENCH_WASM_ROUNDS:-6 56}"
+      read -r lo hi <<<"${BENCH_WASM_ROUNDS:-56 206}"
       log "callgrind: wasm under node, rounds $lo -> $hi"
       wasm_ir() { # workload rounds -> "instructions pairs_per_round" of the whole process ("" if it failed)
         local out

@@ -5,16 +5,21 @@
 //
 //   valgrind --tool=callgrind --smc-check=all-non-file --callgrind-out-file=/dev/null \
 //     node --single-threaded --no-liftoff --no-wasm-tier-up \
-//     benches/js/instructions.cjs wasm/pkg/node acqrel-id 6             # then 56
+//     benches/js/instructions.cjs wasm/pkg/node acqrel-id 56            # then 206
 //
 // (--single-threaded: V8 compiles and collects on the main thread, so the count does not
 // depend on when background threads ran. --no-liftoff --no-wasm-tier-up: the module is
 // compiled by the optimising compiler up front, as a warm host runs it; with the baseline
 // compiler tiering up while the rounds go on, repeat runs of one build differed by up to
-// half, with it by about 10 %. 6 -> 56 rounds, 50 x 1024 pairs more, leaves the JS
-// warm-up out; before every lock was held at once in a round, it was 24 -> 224 rounds of
-// 256 pairs, one lock held at a time. The figures in wasm/README.md before the id calls were taken without the
-// two flags, at 24 -> 104.)
+// half, with it by about 10 %. 56 -> 206 rounds, 150 x 1024 pairs more, leaves the JS
+// warm-up out: V8 still compiles the JS side (the loop, the glue) in the first rounds, so
+// a window that starts early counts that compilation as work per pair. Measured on one
+// build, id calls, instructions per pair between round counts: 6 -> 26 about 6 300,
+// 26 -> 56 about 4 500, then 56 -> 106, 106 -> 206 and 206 -> 406 about 4 400 to 4 500;
+// the window 6 -> 56 used before read 5 200 to 5 450 on that build, and moved by about
+// 5 % run to run where 56 -> 206 moved by under 1 %. Before every lock was held at once in
+// a round, it was 24 -> 224 rounds of 256 pairs, one lock held at a time. The figures in
+// wasm/README.md before the id calls were taken without the two flags, at 24 -> 104.)
 //   ... snap 2 / snap 6                                             # 4 rounds more
 //
 // acqrel: one round = acquire of each of 1024 locks by one session, then release of each
