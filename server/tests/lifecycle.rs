@@ -82,19 +82,31 @@ fn start_error(dir: &Path) -> String {
 /// Flags that cannot describe a cluster are refused before anything starts, naming them:
 /// tables of no rows (refused before the data directory is made),
 /// a node named twice by `--peer` (the second address would silently replace the first),
-/// and an `--election-ms` whose double (the timeout range's top) does not fit.
+/// an `--election-ms` whose double (the timeout range's top) does not fit, and heartbeats
+/// half an election timeout apart or more.
 #[test]
 fn a_peer_named_twice_or_an_election_timeout_out_of_range_is_refused() {
     let base = temp_dir("badFlags");
     let p = ports(4);
     let one = |i: usize| format!("1=127.0.0.1:{}/127.0.0.1:{}", p[i], p[i + 1]);
+    // A flag let through starts a node that runs until stopped: it is stopped after 30 s
+    // (its exit code is then None), so the assertion below fails instead of the test
+    // hanging.
     let run = |extra: &[String]| {
-        Command::new(NODE)
+        let mut child = Command::new(NODE)
             .args(["--insecure-plaintext", "--id", "1", "--dir"])
             .arg(base.join("data"))
             .args(extra)
-            .output()
-            .unwrap()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        child.wait_with_output().unwrap()
     };
     let out = run(&["--peer".into(), one(0), "--peer".into(), one(2)]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -109,6 +121,29 @@ fn a_peer_named_twice_or_an_election_timeout_out_of_range_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("--election-ms is too large"), "{err}");
+    // Heartbeats half an election timeout apart or more: a leader's clock would stop
+    // between every two. Refused before the data directory is made.
+    let _ = std::fs::remove_dir_all(base.join("data"));
+    for (heartbeat, election) in [("150", "300"), ("50", "60"), ("0", "300")] {
+        let out = run(&[
+            "--peer".into(),
+            one(0),
+            "--heartbeat-ms".into(),
+            heartbeat.into(),
+            "--election-ms".into(),
+            election.into(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{heartbeat}/{election}: {err}");
+        assert!(
+            err.contains(&format!(
+                "--heartbeat-ms {heartbeat} must be at least 1 and less than half of \
+                 --election-ms {election}"
+            )),
+            "{err}"
+        );
+        assert!(!base.join("data").exists(), "a directory was made");
+    }
     // A table of no rows could hold nothing: refused naming the flags and the tables.
     let _ = std::fs::remove_dir_all(base.join("data"));
     let out = run(&["--peer".into(), one(0), "--locks".into(), "0".into()]);

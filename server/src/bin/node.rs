@@ -84,7 +84,8 @@ struct Args {
     max_watchers: u32,
     /// Raft heartbeat interval (ms); also openraft's AppendEntries timeout, which covers
     /// a new connection's TCP and TLS handshakes, the round trip and the follower's fsync:
-    /// raise it above those on a slow link (and --election-ms to several times it).
+    /// raise it above those on a slow link (and --election-ms to several times it; below
+    /// half of --election-ms is refused).
     #[arg(long, default_value_t = 50)]
     heartbeat_ms: u64,
     /// Raft election timeout, the lower bound (ms, at most 3 600 000); the upper bound is
@@ -771,6 +772,30 @@ fn check_table_flags(
         .map_err(|e| format!("--sessions, --locks, --claims: {e}"))
 }
 
+/// Refuses Raft timing the node cannot keep: an election timeout whose double does not fit
+/// the timers, or heartbeats too far apart for a leader's clock to run.
+fn check_timing(args: &Args) -> Result<(), String> {
+    // An hour is far past any sane timeout; its double, and the timers openraft adds it
+    // to, fit with room to spare.
+    if args.election_ms > 3_600_000 {
+        return Err("--election-ms is too large (at most 3 600 000)".into());
+    }
+    // A leader's time stands still from half the minimum election timeout after its
+    // quorum's latest acknowledgement (`election.rs`): heartbeats that far apart would stop
+    // it between every two whenever no write is replicated in between, and the sessions'
+    // clock would run slow.
+    if args.heartbeat_ms == 0 || args.heartbeat_ms.saturating_mul(2) >= args.election_ms {
+        return Err(format!(
+            "--heartbeat-ms {} must be at least 1 and less than half of --election-ms {}: \
+             a leader counts \
+             time only while its quorum's latest acknowledgement is younger than half the \
+             election timeout",
+            args.heartbeat_ms, args.election_ms
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses transport limits that would stop the node from working.
 fn check_net_limits(args: &Args) -> Result<(), String> {
     if args.max_peer_frame_bytes < MIN_RAFT_FRAME {
@@ -873,6 +898,7 @@ async fn run(args: Args) -> Result<(), String> {
         ..Default::default()
     })?;
     check_net_limits(&args)?;
+    check_timing(&args)?;
     // Held for as long as the node runs: a second node or force-new-cluster is refused.
     // Private to this user: the log and the snapshot hold session credentials.
     fencelock_server::disk::create_private_dir(&dir)
@@ -960,11 +986,6 @@ async fn run(args: Args) -> Result<(), String> {
         (args.max_sessions_per_token > 0).then_some(args.max_sessions_per_token);
     config.heartbeat_ms = args.heartbeat_ms;
     config.snapshot_chunk_timeout_ms = args.read_timeout_ms;
-    // An hour is far past any sane timeout; its double, and the timers openraft adds it
-    // to, fit with room to spare.
-    if args.election_ms > 3_600_000 {
-        return Err("--election-ms is too large (at most 3 600 000)".into());
-    }
     config.election_ms = (args.election_ms, 2 * args.election_ms);
     // Members off loopback are allowed (and dialled) only over TLS.
     config.loopback_members = !any_host;
