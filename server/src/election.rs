@@ -132,6 +132,31 @@ impl ElectionTiming {
     fn fresh(&self) -> Duration {
         Duration::from_millis(self.election_ms.0 / 2)
     }
+
+    /// Refuses heartbeats too far apart for a leader's time to run: openraft 0.9 sends
+    /// one per tick of its timer, every 1.5 × `heartbeat_ms`, and an idle leader's time
+    /// stands still from half the minimum election timeout after its quorum time (the
+    /// send time of the latest request a quorum acknowledged) until the next heartbeat is
+    /// acknowledged. Spaced that far apart or more, an idle cluster's clock would stop
+    /// before every answer and its sessions expire later and later; the round trip comes
+    /// on top, so the spacing should stay well below it (the defaults, 50 ms against
+    /// 300 ms, space them 75 ms against 150 ms). A zero heartbeat is refused too. Errors:
+    /// the reason, naming the two settings. Cost: O(1).
+    pub fn check(&self) -> Result<(), String> {
+        let spacing = self.heartbeat_ms.saturating_mul(3) / 2;
+        if self.heartbeat_ms == 0 || Duration::from_millis(spacing) >= self.fresh() {
+            return Err(format!(
+                "heartbeat {} ms does not fit election timeout {} ms: heartbeats go out every \
+                 1.5 x the heartbeat ({spacing} ms), which must be at least 1 ms and less than \
+                 half the election timeout ({} ms), the time a leader counts past the send \
+                 time of the latest request a quorum acknowledged",
+                self.heartbeat_ms,
+                self.election_ms.0,
+                self.fresh().as_millis()
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// How often the driver runs ([`Elector::run`]).

@@ -570,9 +570,17 @@ impl Node {
     where
         N: RaftNetworkFactory<TypeConfig> + PreVoteNetwork + CarrySettings,
     {
-        // Timing openraft refuses (an election timeout not above the heartbeat, say) is
-        // refused before the directory is opened: opening it makes the log and may move a
-        // corrupt snapshot aside, which a refused start must not have done.
+        // Timing refused (heartbeats too far apart for the leader's clock, or what openraft
+        // refuses: an election timeout not above the heartbeat, say) is refused before the
+        // directory is opened: opening it makes the log and may move a corrupt snapshot
+        // aside, which a refused start must not have done.
+        let timing = ElectionTiming {
+            heartbeat_ms: config.heartbeat_ms,
+            election_ms: config.election_ms,
+        };
+        timing
+            .check()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let raft_config = openraft::Config {
             cluster_name: "fencelock".into(),
             heartbeat_interval: config.heartbeat_ms,
@@ -614,13 +622,7 @@ impl Node {
             // is theirs.
             crate::settings::record(&config.dir, &config.service)?;
         }
-        let elector = Elector::new(
-            config.id,
-            ElectionTiming {
-                heartbeat_ms: config.heartbeat_ms,
-                election_ms: config.election_ms,
-            },
-        );
+        let elector = Elector::new(config.id, timing);
         elector.settings().set(config.service);
         network.carry(elector.settings().clone());
         let raft = Raft::new(
@@ -2465,7 +2467,9 @@ async fn run_ticker(
         let m = raft.metrics().borrow().clone();
         let leading = m.state == ServerState::Leader && m.current_leader == Some(id);
         if leading && clock.elector.stepped_back() {
-            // Check-quorum failed: no ticks for the rest of this term.
+            // Check-quorum failed: no ticks while it stays stepped back (it resumes in
+            // this term once a probe is acknowledged by a quorum, or once it is the only
+            // voter: `Elector::lead`).
             continue;
         }
         if !leading {
@@ -2847,21 +2851,54 @@ mod start_tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// Timing openraft refuses (an election timeout no longer than the heartbeat) is
-    /// refused before the directory is opened: nothing is written into it (opening it
-    /// makes the log, and may move a corrupt snapshot aside).
+    /// Timing refused — heartbeats too far apart for the leader's clock, or what openraft
+    /// refuses (an election timeout no longer than the heartbeat) — is refused before the
+    /// directory is opened: nothing is written into it (opening it makes the log, and may
+    /// move a corrupt snapshot aside).
     #[tokio::test]
     async fn a_start_refused_for_its_timing_writes_nothing() {
         let dir = std::env::temp_dir().join(format!("fl-start-timing-{}", std::process::id()));
+        // Heartbeats 150 ms apart (1.5 x 100) against half of 301 ms; openraft alone
+        // takes this timing. Then one openraft refuses (and so does the rule).
+        for (heartbeat_ms, election_ms) in [(100, (301, 602)), (500, (500, 500))] {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut config = NodeConfig::new(1, dir.clone());
+            config.heartbeat_ms = heartbeat_ms;
+            config.election_ms = election_ms;
+            let started = Node::start(config, crate::net::TcpNetwork::default()).await;
+            let Err(e) = started else {
+                panic!("{heartbeat_ms}/{election_ms:?} was taken");
+            };
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+            assert!(
+                e.to_string().contains("does not fit election timeout"),
+                "{e}"
+            );
+            let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+            assert!(left.is_empty(), "{left:?}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut config = NodeConfig::new(1, dir.clone());
-        config.heartbeat_ms = 500;
-        config.election_ms = (500, 500);
-        let started = Node::start(config, crate::net::TcpNetwork::default()).await;
-        assert!(started.is_err(), "openraft takes this timing");
-        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
-        assert!(left.is_empty(), "{left:?}");
-        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Heartbeats spaced just under half the election timeout are taken: the rule refuses
+    /// only what would stop an idle leader's clock. Cost: none of a node.
+    #[test]
+    fn the_heartbeat_rule_takes_the_largest_heartbeat_that_fits() {
+        let fits = |heartbeat_ms, election_ms| {
+            ElectionTiming {
+                heartbeat_ms,
+                election_ms: (election_ms, 2 * election_ms),
+            }
+            .check()
+        };
+        // 1.5 x 99 = 148 ms < 150 ms; 1.5 x 100 = 150 ms is not.
+        assert_eq!(fits(99, 300), Ok(()));
+        assert!(fits(100, 300).is_err());
+        assert!(fits(100, 301).is_err());
+        assert_eq!(fits(100, 302), Ok(()));
+        assert_eq!(fits(50, 300), Ok(()), "the defaults");
+        assert_eq!(fits(1, 4), Ok(()));
+        assert!(fits(0, 300).is_err());
     }
 }

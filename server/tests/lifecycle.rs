@@ -121,10 +121,11 @@ fn a_peer_named_twice_or_an_election_timeout_out_of_range_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("--election-ms is too large"), "{err}");
-    // Heartbeats half an election timeout apart or more: a leader's clock would stop
-    // between every two. Refused before the data directory is made.
+    // Heartbeats (sent every 1.5 x --heartbeat-ms) half an election timeout apart or
+    // more: an idle leader's clock would stop between every two. Refused before the data
+    // directory is made.
     let _ = std::fs::remove_dir_all(base.join("data"));
-    for (heartbeat, election) in [("150", "300"), ("50", "60"), ("0", "300")] {
+    for (heartbeat, election) in [("100", "300"), ("100", "301"), ("50", "60"), ("0", "300")] {
         let out = run(&[
             "--peer".into(),
             one(0),
@@ -137,13 +138,27 @@ fn a_peer_named_twice_or_an_election_timeout_out_of_range_is_refused() {
         assert_eq!(out.status.code(), Some(1), "{heartbeat}/{election}: {err}");
         assert!(
             err.contains(&format!(
-                "--heartbeat-ms {heartbeat} must be at least 1 and less than half of \
-                 --election-ms {election}"
+                "--heartbeat-ms {heartbeat}, --election-ms {election}: heartbeat {heartbeat} ms \
+                 does not fit election timeout {election} ms"
             )),
             "{err}"
         );
         assert!(!base.join("data").exists(), "a directory was made");
     }
+    // The largest heartbeat that fits is taken: the start goes on to the next check (a
+    // node named twice), so no node runs.
+    let out = run(&[
+        "--peer".into(),
+        one(0),
+        "--peer".into(),
+        one(2),
+        "--heartbeat-ms".into(),
+        "99".into(),
+        "--election-ms".into(),
+        "300".into(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--peer names node 1 twice"), "{err}");
     // A table of no rows could hold nothing: refused naming the flags and the tables.
     let _ = std::fs::remove_dir_all(base.join("data"));
     let out = run(&["--peer".into(), one(0), "--locks".into(), "0".into()]);

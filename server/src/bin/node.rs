@@ -84,12 +84,13 @@ struct Args {
     max_watchers: u32,
     /// Raft heartbeat interval (ms); also openraft's AppendEntries timeout, which covers
     /// a new connection's TCP and TLS handshakes, the round trip and the follower's fsync:
-    /// raise it above those on a slow link (and --election-ms to several times it; below
-    /// half of --election-ms is refused).
+    /// raise it above those on a slow link (and --election-ms to several times it:
+    /// openraft sends a heartbeat every 1.5 x this, and that spacing must be less than
+    /// half of --election-ms, or the node refuses to start).
     #[arg(long, default_value_t = 50)]
     heartbeat_ms: u64,
-    /// Raft election timeout, the lower bound (ms, at most 3 600 000); the upper bound is
-    /// twice it.
+    /// Raft election timeout, the lower bound (ms, at most 3 600 000, and more than twice
+    /// the heartbeats' spacing: see --heartbeat-ms); the upper bound is twice it.
     #[arg(long, default_value_t = 300)]
     election_ms: u64,
     /// Serve /livez, /readyz and /metrics over HTTP here (loopback host:port).
@@ -780,19 +781,19 @@ fn check_timing(args: &Args) -> Result<(), String> {
     if args.election_ms > 3_600_000 {
         return Err("--election-ms is too large (at most 3 600 000)".into());
     }
-    // A leader's time stands still from half the minimum election timeout after its
-    // quorum's latest acknowledgement (`election.rs`): heartbeats that far apart would stop
-    // it between every two whenever no write is replicated in between, and the sessions'
-    // clock would run slow.
-    if args.heartbeat_ms == 0 || args.heartbeat_ms.saturating_mul(2) >= args.election_ms {
-        return Err(format!(
-            "--heartbeat-ms {} must be at least 1 and less than half of --election-ms {}: \
-             a leader counts \
-             time only while its quorum's latest acknowledgement is younger than half the \
-             election timeout",
-            args.heartbeat_ms, args.election_ms
-        ));
+    // The heartbeat rule is the node's own ([`ElectionTiming::check`]); judged here too so
+    // that a refusal comes before the data directory is made.
+    fencelock_server::election::ElectionTiming {
+        heartbeat_ms: args.heartbeat_ms,
+        election_ms: (args.election_ms, 2 * args.election_ms),
     }
+    .check()
+    .map_err(|e| {
+        format!(
+            "--heartbeat-ms {}, --election-ms {}: {e}",
+            args.heartbeat_ms, args.election_ms
+        )
+    })?;
     Ok(())
 }
 
