@@ -11,15 +11,17 @@
 // depend on when background threads ran. --no-liftoff --no-wasm-tier-up: the module is
 // compiled by the optimising compiler up front, as a warm host runs it; with the baseline
 // compiler tiering up while the rounds go on, repeat runs of one build differed by up to
-// half, with it by about 10 %. 56 -> 206 rounds, 150 x 1024 pairs more, leaves the JS
-// warm-up out: V8 still compiles the JS side (the loop, the glue) in the first rounds, so
-// a window that starts early counts that compilation as work per pair. Measured on one
-// build, id calls, instructions per pair between round counts: 6 -> 26 about 6 300,
-// 26 -> 56 about 4 500, then 56 -> 106, 106 -> 206 and 206 -> 406 about 4 400 to 4 500;
-// the window 6 -> 56 used before read 5 200 to 5 450 on that build, and moved by about
-// 5 % run to run where 56 -> 206 moved by under 1 %. Before every lock was held at once in
-// a round, it was 24 -> 224 rounds of 256 pairs, one lock held at a time. The figures in
-// wasm/README.md before the id calls were taken without the two flags, at 24 -> 104.)
+// half, with it by about 10 % (measured with the window then used). 56 -> 206 rounds,
+// 150 x 1024 pairs more, leaves the warm-up out: the first rounds cost more per pair,
+// most likely V8 still compiling the JS side (the loop, the glue), so a window that
+// starts early counts that as work per pair. Measured on one build, id calls,
+// instructions per pair between round counts: 6 -> 26 about 6 300, then 26 -> 56,
+// 56 -> 106, 106 -> 206 and 206 -> 406 from 4 370 to 4 570; the window 6 -> 56 used
+// before read 5 170 to 5 460 on that build (about 800 more than the windows after
+// round 26, and 5 % apart run to run), 56 -> 206 read 4 380 to 4 430. Before every lock
+// was held at once in a round, it was 24 -> 224 rounds of 256 pairs, one lock held at a
+// time. The figures in wasm/README.md before the id calls were taken without the two
+// flags, at 24 -> 104.)
 //   ... snap 2 / snap 6                                             # 4 rounds more
 //
 // acqrel: one round = acquire of each of 1024 locks by one session, then release of each
