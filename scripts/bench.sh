@@ -22,7 +22,7 @@
 # BENCH_CALLGRIND=0 to skip those parts (the report then says "not measured" for what
 # they measure), BENCH_OUT (default BENCHMARKS.md; with BENCH_FILTER, the partial report goes
 # to bench-report/BENCHMARKS.partial.md in the target dir unless BENCH_OUT says where).
-# With the defaults the whole run takes about 7–9 minutes on 2 cores (plus a cold
+# With the defaults the whole run takes about 10 minutes on 2 cores (plus a cold
 # release build, ~1–3 min, and a cold build of the wasm floor, ~1 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
