@@ -140,19 +140,30 @@ impl ElectionTiming {
     /// acknowledged. Spaced that far apart or more, an idle cluster's clock would stop
     /// before every answer and its sessions expire later and later; the round trip comes
     /// on top, so the spacing should stay well below it (the defaults, 50 ms against
-    /// 300 ms, space them 75 ms against 150 ms). A zero heartbeat is refused too. Errors:
-    /// the reason, naming the two settings. Cost: O(1).
+    /// 300 ms, space them 75 ms against 150 ms). In whole milliseconds: the minimum election
+    /// timeout must be at least 2 × ⌊1.5 × `heartbeat_ms`⌋ + 2 (152 for 50, 302 for 100). A
+    /// zero heartbeat is refused too. Errors: the reason, naming the two settings and the
+    /// smallest election timeout that fits. Cost: O(1).
     pub fn check(&self) -> Result<(), String> {
+        if self.heartbeat_ms == 0 {
+            return Err(format!(
+                "heartbeat 0 ms does not fit election timeout {} ms: the heartbeat must be at \
+                 least 1 ms",
+                self.election_ms.0
+            ));
+        }
         let spacing = self.heartbeat_ms.saturating_mul(3) / 2;
-        if self.heartbeat_ms == 0 || Duration::from_millis(spacing) >= self.fresh() {
+        if Duration::from_millis(spacing) >= self.fresh() {
             return Err(format!(
                 "heartbeat {} ms does not fit election timeout {} ms: heartbeats go out every \
-                 1.5 x the heartbeat ({spacing} ms), which must be at least 1 ms and less than \
-                 half the election timeout ({} ms), the time a leader counts past the send \
-                 time of the latest request a quorum acknowledged",
+                 1.5 x the heartbeat, rounded down ({spacing} ms), which must be less than half \
+                 the election timeout, rounded down ({} ms: the time a \
+                 leader counts past the send time of the latest request a quorum \
+                 acknowledged); the smallest election timeout for this heartbeat is {} ms",
                 self.heartbeat_ms,
                 self.election_ms.0,
-                self.fresh().as_millis()
+                self.fresh().as_millis(),
+                spacing.saturating_mul(2).saturating_add(2)
             ));
         }
         Ok(())

@@ -73,8 +73,11 @@ pub struct NodeConfig {
     /// How long a write or a linearizable read may take before `Unavailable` (ms).
     pub request_timeout_ms: u64,
     /// openraft heartbeat interval (ms); openraft also times out an AppendEntries RPC after it.
+    /// At least 1, and the heartbeats' spacing must fit `election_ms`
+    /// ([`ElectionTiming::check`]).
     pub heartbeat_ms: u64,
-    /// openraft election timeout range (ms).
+    /// openraft election timeout range (ms); its minimum at least
+    /// 2 × ⌊1.5 × `heartbeat_ms`⌋ + 2 ([`ElectionTiming::check`]).
     pub election_ms: (u64, u64),
     /// Build a snapshot (and purge the log before it) after this many applied entries.
     pub snapshot_logs: u64,
@@ -558,7 +561,9 @@ impl Node {
     /// Its service settings (`config.service`) go with every Raft request it sends, and
     /// requests from peers with other settings are refused ([`crate::settings`]).
     ///
-    /// Errors: a directory made with other service settings (`InvalidInput`, naming each:
+    /// Errors: heartbeats too far apart for the election timeout, or a zero heartbeat
+    /// (`InvalidInput`: [`ElectionTiming::check`]), and timing openraft refuses, both before
+    /// the directory is opened; a directory made with other service settings (`InvalidInput`, naming each:
     /// [`crate::settings::check_dir`]) or with a damaged settings file; a settings file or
     /// a snapshot a later build wrote (`InvalidInput`, naming it; a log of a later build is
     /// `InvalidData`, as any log this build does not read); I/O errors opening the log or
@@ -2894,8 +2899,14 @@ mod start_tests {
         };
         // 1.5 x 99 = 148 ms < 150 ms; 1.5 x 100 = 150 ms is not.
         assert_eq!(fits(99, 300), Ok(()));
-        assert!(fits(100, 300).is_err());
+        let refused = fits(100, 300).unwrap_err();
+        assert!(
+            refused.contains("the smallest election timeout for this heartbeat is 302 ms"),
+            "{refused}"
+        );
         assert!(fits(100, 301).is_err());
+        assert!(fits(50, 151).unwrap_err().contains("is 152 ms"));
+        assert_eq!(fits(50, 152), Ok(()));
         assert_eq!(fits(100, 302), Ok(()));
         assert_eq!(fits(50, 300), Ok(()), "the defaults");
         assert_eq!(fits(1, 4), Ok(()));

@@ -84,13 +84,14 @@ struct Args {
     max_watchers: u32,
     /// Raft heartbeat interval (ms); also openraft's AppendEntries timeout, which covers
     /// a new connection's TCP and TLS handshakes, the round trip and the follower's fsync:
-    /// raise it above those on a slow link (and --election-ms to several times it:
-    /// openraft sends a heartbeat every 1.5 x this, and that spacing must be less than
-    /// half of --election-ms, or the node refuses to start).
+    /// raise it above those on a slow link (and --election-ms to more than three times it:
+    /// openraft sends a heartbeat every 1.5 x this, and the node refuses to start unless
+    /// --election-ms is at least twice that spacing, rounded down, plus 2).
     #[arg(long, default_value_t = 50)]
     heartbeat_ms: u64,
-    /// Raft election timeout, the lower bound (ms, at most 3 600 000, and more than twice
-    /// the heartbeats' spacing: see --heartbeat-ms); the upper bound is twice it.
+    /// Raft election timeout, the lower bound (ms, at most 3 600 000, and at least
+    /// 2 x floor(1.5 x --heartbeat-ms) + 2: 152 for the default heartbeat); the upper bound
+    /// is twice it.
     #[arg(long, default_value_t = 300)]
     election_ms: u64,
     /// Serve /livez, /readyz and /metrics over HTTP here (loopback host:port).
