@@ -2883,6 +2883,21 @@ mod start_tests {
             let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
             assert!(left.is_empty(), "{left:?}");
         }
+        // Timing the rule takes and only openraft refuses (an election timeout range of one
+        // value), so its refusal is reached too and also writes nothing.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut config = NodeConfig::new(1, dir.clone());
+        config.election_ms = (300, 300);
+        let timing = ElectionTiming {
+            heartbeat_ms: config.heartbeat_ms,
+            election_ms: config.election_ms,
+        };
+        assert_eq!(timing.check(), Ok(()));
+        let started = Node::start(config, crate::net::TcpNetwork::default()).await;
+        assert!(started.is_err(), "openraft takes this timing");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
